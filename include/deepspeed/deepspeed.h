@@ -1,0 +1,58 @@
+// deepspeed.cpp public entry point.
+//
+//   auto model  = std::make_shared<MyModel>(...);          // any torch::nn::Module with forward()
+//   auto engine = ds::initialize(model, "ds_config.json");  // DeepSpeed's JSON schema
+//   auto loss   = engine.forward(x, y);                     // calls MyModel::forward(x, y)
+//   engine.backward(loss);
+//   engine.step();                                          // call after every micro-batch
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/loader.h"
+#include "runtime/engine.h"
+#include "runtime/world.h"
+
+namespace ds {
+
+// From a config file (DeepSpeed JSON; comments allowed).
+template <class M>
+ModelEngine<M> initialize(std::shared_ptr<M> model, const std::string& config_path,
+                          std::vector<ParamGroup> param_groups = {}) {
+  return ModelEngine<M>(std::move(model), load_config_file(config_path, detect_world_size()),
+                        std::move(param_groups));
+}
+
+template <class M>
+ModelEngine<M> initialize(std::shared_ptr<M> model, const char* config_path,
+                          std::vector<ParamGroup> param_groups = {}) {
+  return initialize(std::move(model), std::string(config_path), std::move(param_groups));
+}
+
+// From an in-memory JSON document.
+template <class M>
+ModelEngine<M> initialize(std::shared_ptr<M> model, const nlohmann::json& config,
+                          std::vector<ParamGroup> param_groups = {}) {
+  return ModelEngine<M>(std::move(model), load_config_text(config.dump(), detect_world_size(), "<json>"),
+                        std::move(param_groups));
+}
+
+// From a loaded config (its batch triple resolved for this world size).
+template <class M>
+ModelEngine<M> initialize(std::shared_ptr<M> model, Config config, std::vector<ParamGroup> param_groups = {}) {
+  return ModelEngine<M>(std::move(model), std::move(config), std::move(param_groups));
+}
+
+// TORCH_MODULE holders (torch::nn::Linear, models::GPT2, ...).
+template <class Impl, class C>
+ModelEngine<Impl> initialize(torch::nn::ModuleHolder<Impl> model, C&& config,
+                             std::vector<ParamGroup> param_groups = {}) {
+  return initialize(model.ptr(), std::forward<C>(config), std::move(param_groups));
+}
+
+}  // namespace ds

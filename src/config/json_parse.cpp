@@ -1,0 +1,95 @@
+// Config text → JSON: comments allowed, duplicate keys rejected (as DeepSpeed's loader does),
+// syntax errors reported with line and column.
+#include "config/json_parse.h"
+
+#include <set>
+#include <vector>
+
+#include "util/error.h"
+
+namespace ds {
+namespace {
+
+using Json = nlohmann::json;
+
+// Tracks where the parser is, so a duplicate key can be named by its full path.
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(std::string origin) : origin_(std::move(origin)) {}
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start: frames_.push_back(Frame{true, {}, {}, 0}); break;
+      case Json::parse_event_t::array_start: frames_.push_back(Frame{false, {}, {}, 0}); break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        frames_.pop_back();
+        element_done();
+        break;
+      case Json::parse_event_t::key: {
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) {
+          throw ConfigError(path(), "duplicate key in one object of " + origin_ +
+                                        " (DeepSpeed rejects duplicate keys; keep one)");
+        }
+        break;
+      }
+      case Json::parse_event_t::value: element_done(); break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string key;
+    size_t index = 0;
+  };
+
+  void element_done() {
+    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().index;
+  }
+
+  std::string path() const {
+    std::string p;
+    for (const Frame& f : frames_) {
+      if (f.is_object) {
+        p += (p.empty() ? "" : ".") + f.key;
+      } else {
+        p += '[';
+        p += std::to_string(f.index);
+        p += ']';
+      }
+    }
+    return p;
+  }
+
+  std::string origin_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+Json parse_config_json(const std::string& text, const std::string& origin) {
+  try {
+    return Json::parse(text, DuplicateKeyCheck(origin), /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const Json::parse_error& e) {
+    // e.byte is the 1-based offset of the last character read.
+    const size_t at = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    size_t line = 1, line_start = 0;
+    for (size_t i = 0; i < at; ++i) {
+      if (text[i] == '\n') ++line, line_start = i + 1;
+    }
+    const size_t column = at - line_start + 1;
+    std::string reason = e.what();
+    const size_t col_pos = reason.find("column ");
+    const size_t colon = reason.find(": ", col_pos == std::string::npos ? 0 : col_pos);
+    if (colon != std::string::npos) reason = reason.substr(colon + 2);
+    throw ConfigError("", origin + ": invalid JSON at line " + std::to_string(line) + ", column " +
+                              std::to_string(column) + ": " + reason);
+  }
+}
+
+}  // namespace ds

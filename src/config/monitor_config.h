@@ -1,0 +1,44 @@
+// Monitor sections "tensorboard", "csv_monitor", "wandb", "comet" (reference §14.2). DeepSpeed
+// validates these strictly, so an unknown key in them is an error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ds {
+
+struct TensorBoardConfig {
+  bool enabled = false;
+  std::string output_path;  // "": under the launch directory
+  std::string job_name = "DeepSpeedJobName";
+};
+
+struct CsvMonitorConfig {
+  bool enabled = false;
+  std::string output_path;
+  std::string job_name = "DeepSpeedJobName";
+};
+
+// Parsed for compatibility; enabling it warns (no W&B client in deepspeed.cpp).
+struct WandbConfig {
+  bool enabled = false;
+  std::optional<std::string> group;
+  std::optional<std::string> team;
+  std::string project = "deepspeed";
+};
+
+// Parsed for compatibility; enabling it warns (no Comet client in deepspeed.cpp).
+struct CometConfig {
+  bool enabled = false;
+  int64_t samples_log_interval = 100;
+  std::optional<std::string> project;
+  std::optional<std::string> workspace;
+  std::optional<std::string> api_key;
+  std::optional<std::string> experiment_name;
+  std::optional<std::string> experiment_key;
+  std::optional<bool> online;
+  std::optional<std::string> mode;
+};
+
+}  // namespace ds

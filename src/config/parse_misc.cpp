@@ -1,0 +1,117 @@
+// Small sections: "aio" (§1.7), "activation_checkpointing" (§12), "flops_profiler" (§14.1),
+// the monitors (§14.2) and "checkpoint" (§1.3).
+#include "config/parse_sections.h"
+#include "util/error.h"
+
+namespace ds::config_detail {
+
+void parse_aio(SectionReader& top, Config& cfg) {
+  SectionReader s(top.ctx(), top.raw("aio"), "aio", UnknownKeys::Warn);
+  AioConfig& c = cfg.aio;
+  // DeepSpeed renamed thread_count to intra_op_parallelism (#7056) and no longer reads the old
+  // name, so an old config silently runs single-threaded there; we honour it, loudly.
+  if (s.given("thread_count") && !s.given("intra_op_parallelism")) {
+    s.ctx().warn("aio.thread_count: deprecated, use \"intra_op_parallelism\" (value taken as "
+                 "aio.intra_op_parallelism; note that DeepSpeed itself now ignores thread_count)");
+    s.object()["intra_op_parallelism"] = s.object()["thread_count"];
+  } else if (s.given("thread_count")) {
+    s.ctx().warn("aio.thread_count: deprecated and ignored because aio.intra_op_parallelism is also given");
+  }
+  s.mark_known("thread_count");
+  s.read("block_size", c.block_size, kPositive);
+  s.read("queue_depth", c.queue_depth, kPositive);
+  s.read("intra_op_parallelism", c.intra_op_parallelism, kPositive);
+  s.read("single_submit", c.single_submit);
+  s.read("overlap_events", c.overlap_events);
+  if (s.read("use_gds", c.use_gds) && c.use_gds) warn_unsupported(s.ctx(), "aio.use_gds", "GPUDirect Storage");
+  s.finish();
+}
+
+void parse_activation_checkpointing(SectionReader& top, Config& cfg) {
+  SectionReader s(top.ctx(), top.raw("activation_checkpointing"), "activation_checkpointing", UnknownKeys::Warn);
+  ActivationCheckpointingConfig& c = cfg.activation_checkpointing;
+  s.read("partition_activations", c.partition_activations);
+  s.read("cpu_checkpointing", c.cpu_checkpointing);
+  s.read("contiguous_memory_optimization", c.contiguous_memory_optimization);
+  s.read("number_checkpoints", c.number_checkpoints, kPositive);
+  s.read("synchronize_checkpoint_boundary", c.synchronize_checkpoint_boundary);
+  s.read("profile", c.profile);
+  // DeepSpeed asserts this only when checkpointing.configure() runs; say it at load time.
+  if (c.contiguous_memory_optimization && (!c.partition_activations || !c.number_checkpoints)) {
+    s.ctx().warn("activation_checkpointing.contiguous_memory_optimization: needs partition_activations and "
+                 "number_checkpoints; DeepSpeed's checkpointing.configure() would reject this");
+  }
+  s.finish();
+}
+
+void parse_flops_profiler(SectionReader& top, Config& cfg) {
+  SectionReader s(top.ctx(), top.raw("flops_profiler"), "flops_profiler", UnknownKeys::Warn);
+  FlopsProfilerConfig& c = cfg.flops_profiler;
+  s.read("enabled", c.enabled);
+  s.read("recompute_fwd_factor", c.recompute_fwd_factor, kNonNegativeReal);
+  s.read("profile_step", c.profile_step, kPositive);
+  s.read("module_depth", c.module_depth, IntRange{-1});
+  s.read("top_modules", c.top_modules, kPositive);
+  s.read("detailed", c.detailed);
+  s.read("output_file", c.output_file);
+  s.finish();
+}
+
+void parse_monitors(SectionReader& top, Config& cfg) {
+  {
+    SectionReader s(top.ctx(), top.raw("tensorboard"), "tensorboard", UnknownKeys::Error);
+    s.read("enabled", cfg.tensorboard.enabled);
+    s.read("output_path", cfg.tensorboard.output_path);
+    s.read("job_name", cfg.tensorboard.job_name);
+    s.finish();
+  }
+  {
+    SectionReader s(top.ctx(), top.raw("csv_monitor"), "csv_monitor", UnknownKeys::Error);
+    s.read("enabled", cfg.csv_monitor.enabled);
+    s.read("output_path", cfg.csv_monitor.output_path);
+    s.read("job_name", cfg.csv_monitor.job_name);
+    s.finish();
+  }
+  {
+    SectionReader s(top.ctx(), top.raw("wandb"), "wandb", UnknownKeys::Error);
+    WandbConfig& c = cfg.wandb;
+    s.read("enabled", c.enabled);
+    s.read("group", c.group);
+    s.read("team", c.team);
+    s.read("project", c.project);
+    s.finish();
+    if (c.enabled) warn_unsupported(top.ctx(), "wandb", "no Weights & Biases client; use csv_monitor or tensorboard");
+  }
+  {
+    SectionReader s(top.ctx(), top.raw("comet"), "comet", UnknownKeys::Error);
+    CometConfig& c = cfg.comet;
+    s.read("enabled", c.enabled);
+    s.read("samples_log_interval", c.samples_log_interval, kPositive);
+    s.read("project", c.project);
+    s.read("workspace", c.workspace);
+    s.read("api_key", c.api_key);
+    s.read("experiment_name", c.experiment_name);
+    s.read("experiment_key", c.experiment_key);
+    s.read("online", c.online);
+    s.read("mode", c.mode);
+    s.finish();
+    if (c.enabled) warn_unsupported(top.ctx(), "comet", "no Comet client; use csv_monitor or tensorboard");
+  }
+}
+
+void parse_checkpoint(SectionReader& top, Config& cfg) {
+  SectionReader s(top.ctx(), top.raw("checkpoint"), "checkpoint", UnknownKeys::Warn);
+  CheckpointConfig& c = cfg.checkpoint;
+  // DeepSpeed upper-cases the value before comparing, so any case is accepted.
+  s.read_enum("tag_validation", c.tag_validation,
+              {{"Warn", TagValidation::Warn}, {"Ignore", TagValidation::Ignore}, {"Fail", TagValidation::Fail}},
+              /*case_insensitive=*/true);
+  s.read("load_universal", c.load_universal);
+  s.read("use_node_local_storage", c.use_node_local_storage);
+  SectionReader pw(top.ctx(), s.raw("parallel_write"), "checkpoint.parallel_write", UnknownKeys::Warn);
+  pw.read("pipeline_stage", c.parallel_write.pipeline_stage);
+  pw.finish();
+  s.finish();
+}
+
+}  // namespace ds::config_detail

@@ -1,0 +1,79 @@
+// "fp16", "bf16" (old name "bfloat16"), "data_types" and "amp" (reference §1.4, §8).
+#include <cmath>
+
+#include "config/parse_sections.h"
+#include "util/error.h"
+
+namespace ds::config_detail {
+namespace {
+
+void parse_fp16(SectionReader& top, Fp16Config& c) {
+  SectionReader s(top.ctx(), top.raw("fp16"), "fp16", UnknownKeys::Warn);
+  s.read("enabled", c.enabled);
+  s.read("auto_cast", c.auto_cast);
+  s.read("loss_scale", c.loss_scale, kNonNegativeReal);
+  s.read("initial_scale_power", c.initial_scale_power, IntRange{0, 1000});
+  s.read("loss_scale_window", c.loss_scale_window, kPositive);
+  s.read("hysteresis", c.hysteresis, kPositive);
+  s.read("consecutive_hysteresis", c.consecutive_hysteresis);
+  s.read("min_loss_scale", c.min_loss_scale, RealRange{0.0, INFINITY, true});
+  s.read("fp16_master_weights_and_grads", c.fp16_master_weights_and_grads);
+  for (const char* k : {"initial_scale_power", "loss_scale_window", "min_loss_scale", "hysteresis",
+                        "consecutive_hysteresis"}) {
+    c.dynamic_args_given = c.dynamic_args_given || s.given(k);
+  }
+  s.finish();
+}
+
+void parse_bf16(SectionReader& top, Bf16Config& c) {
+  top.alias("bf16", "bfloat16", /*deprecated=*/true);
+  SectionReader s(top.ctx(), top.raw("bf16"), "bf16", UnknownKeys::Warn);
+  s.read("enabled", c.enabled);
+  s.read("immediate_grad_update", c.immediate_grad_update);
+  for (auto [key, field] : {std::pair{"check_overflow", &c.check_overflow},
+                            std::pair{"bf16_master_weights_and_grads", &c.bf16_master_weights_and_grads},
+                            std::pair{"bf16_optimizer_states", &c.bf16_optimizer_states}}) {
+    if (s.read(key, *field) && *field) warn_unsupported(top.ctx(), s.key_path(key));
+  }
+  s.finish();
+}
+
+void parse_data_types(SectionReader& top, DataTypesConfig& c) {
+  SectionReader s(top.ctx(), top.raw("data_types"), "data_types", UnknownKeys::Warn);
+  const Json* v = s.take("grad_accum_dtype");
+  if (v == nullptr || v->is_null()) {
+    top.ctx().record(s.key_path("grad_accum_dtype"), nullptr, v ? Source::File : s.source_of("grad_accum_dtype"));
+  } else {
+    DType t = DType::Fp32;
+    // DeepSpeed's DtypeEnum spellings; the first of each is the one reported.
+    s.read_enum("grad_accum_dtype", t,
+                {{"fp32", DType::Fp32}, {"float32", DType::Fp32}, {"float", DType::Fp32},
+                 {"torch.float32", DType::Fp32}, {"fp16", DType::Fp16}, {"float16", DType::Fp16},
+                 {"half", DType::Fp16}, {"torch.float16", DType::Fp16}, {"bf16", DType::Bf16},
+                 {"bfloat16", DType::Bf16}, {"torch.bfloat16", DType::Bf16}});
+    c.grad_accum_dtype = t;
+  }
+  s.finish();
+}
+
+void parse_amp(SectionReader& top, AmpConfig& c) {
+  SectionReader s(top.ctx(), top.raw("amp"), "amp", UnknownKeys::Warn);
+  s.read("enabled", c.enabled);
+  Json rest = s.object();
+  rest.erase("enabled");
+  for (const auto& item : rest.items()) s.mark_known(item.key());  // apex amp.initialize kwargs
+  c.params_json = rest.dump();
+  if (c.enabled) warn_unsupported(top.ctx(), "amp", "NVIDIA Apex AMP; use fp16 or bf16");
+  s.finish();
+}
+
+}  // namespace
+
+void parse_precision(SectionReader& top, Config& cfg) {
+  parse_fp16(top, cfg.fp16);
+  parse_bf16(top, cfg.bf16);
+  parse_data_types(top, cfg.data_types);
+  parse_amp(top, cfg.amp);
+}
+
+}  // namespace ds::config_detail

@@ -1,0 +1,29 @@
+// Internal: one parse function per config area. Each reads its section(s) from the top-level
+// reader into `cfg`, records resolved values and throws ConfigError on invalid values.
+#pragma once
+
+#include "config/config.h"
+#include "config/section_reader.h"
+
+namespace ds::config_detail {
+
+void parse_batch(SectionReader& top, int world_size, Config& cfg);
+void parse_top_scalars(SectionReader& top, Config& cfg);
+void parse_precision(SectionReader& top, Config& cfg);                  // fp16, bf16, data_types, amp
+void parse_optimizer(SectionReader& top, Config& cfg);
+void parse_scheduler(SectionReader& top, Config& cfg);
+void parse_zero(SectionReader& top, Config& cfg);                       // incl. offload sub-sections
+void parse_aio(SectionReader& top, Config& cfg);
+void parse_activation_checkpointing(SectionReader& top, Config& cfg);
+void parse_flops_profiler(SectionReader& top, Config& cfg);
+void parse_monitors(SectionReader& top, Config& cfg);                   // tensorboard, csv, wandb, comet
+void parse_checkpoint(SectionReader& top, Config& cfg);
+void parse_unsupported(SectionReader& top);                             // known to DeepSpeed, not to us
+
+// Rules that span sections (fp16 with bf16, amp with ZeRO, ...), run after every section is read.
+void validate_config(ParseContext& ctx, Config& cfg);
+
+// "<path> is parsed but not supported by deepspeed.cpp yet; ignored" (+ detail).
+void warn_unsupported(ParseContext& ctx, const std::string& path, const std::string& detail = "");
+
+}  // namespace ds::config_detail

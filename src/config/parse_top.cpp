@@ -1,0 +1,82 @@
+// Top-level keys: the batch triple, the scalars (reference §1.3), and the sections DeepSpeed knows
+// that deepspeed.cpp does not implement (each warned about by name, never silently dropped).
+#include <cmath>
+
+#include "config/parse_sections.h"
+#include "util/error.h"
+
+namespace ds::config_detail {
+
+void warn_unsupported(ParseContext& ctx, const std::string& path, const std::string& detail) {
+  ctx.warn(path + " is parsed but not supported by deepspeed.cpp yet; ignored" +
+           (detail.empty() ? "" : " (" + detail + ")"));
+}
+
+void parse_batch(SectionReader& top, int world_size, Config& cfg) {
+  static constexpr const char* kKeys[3] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                                           "gradient_accumulation_steps"};
+  std::optional<int64_t> given[3];
+  for (int i = 0; i < 3; ++i) top.read(kKeys[i], given[i]);  // any integer: the triple checks signs
+  const BatchTriple b = resolve_batch_triple(given[0], given[1], given[2], world_size);
+  cfg.train_batch_size = b.train_batch_size;
+  cfg.train_micro_batch_size_per_gpu = b.train_micro_batch_size_per_gpu;
+  cfg.gradient_accumulation_steps = b.gradient_accumulation_steps;
+  cfg.world_size = world_size;
+  const int64_t resolved[3] = {b.train_batch_size, b.train_micro_batch_size_per_gpu, b.gradient_accumulation_steps};
+  for (int i = 0; i < 3; ++i) {
+    const Source src = top.source_of(kKeys[i]);
+    top.ctx().record(kKeys[i], resolved[i], given[i] ? Source::File : src == Source::Auto ? Source::Auto : Source::Derived);
+  }
+}
+
+void parse_top_scalars(SectionReader& top, Config& cfg) {
+  top.read("steps_per_print", cfg.steps_per_print, kPositive);
+  top.read("gradient_clipping", cfg.gradient_clipping, kNonNegativeReal);
+  top.read("prescale_gradients", cfg.prescale_gradients);
+  top.read("gradient_predivide_factor", cfg.gradient_predivide_factor, RealRange{0.0, INFINITY, true});
+  top.read("wall_clock_breakdown", cfg.wall_clock_breakdown);
+  top.read("memory_breakdown", cfg.memory_breakdown);
+  top.read("dump_state", cfg.dump_state);
+  top.read("sparse_gradients", cfg.sparse_gradients);
+  top.read("disable_allgather", cfg.disable_allgather);
+  top.read("zero_allow_untested_optimizer", cfg.zero_allow_untested_optimizer);
+  top.read("zero_force_ds_cpu_optimizer", cfg.zero_force_ds_cpu_optimizer);
+  top.read("dataloader_drop_last", cfg.dataloader_drop_last);
+  if (top.read("graph_harvesting", cfg.graph_harvesting) && cfg.graph_harvesting) {
+    warn_unsupported(top.ctx(), "graph_harvesting", "CUDA-graph capture");
+  }
+  top.read("vocabulary_size", cfg.vocabulary_size, kPositive);
+
+  // DeepSpeed lower-cases the value and accepts exactly these three; null (the default) means
+  // "by mode", see Config::effective_communication_data_type().
+  const Json* comm = top.take("communication_data_type");
+  if (comm == nullptr || comm->is_null()) {
+    top.ctx().record("communication_data_type", nullptr,
+                     comm ? Source::File : top.source_of("communication_data_type"));
+  } else {
+    DType t = DType::Fp32;
+    top.read_enum("communication_data_type", t, {{"fp16", DType::Fp16}, {"bf16", DType::Bf16}, {"fp32", DType::Fp32}},
+                  /*case_insensitive=*/true);
+    cfg.communication_data_type = t;
+  }
+  top.mark_known("allgather_size");  // read by parse_zero for the legacy boolean form only
+}
+
+void parse_unsupported(SectionReader& top) {
+  // Keys DeepSpeed reads that deepspeed.cpp has no implementation for. Present and not switched
+  // off ({"enabled": false}, false, null or {}) → one warning each.
+  static constexpr const char* kUnsupported[] = {
+      "autotuning", "comms_logger", "compile", "compression_training", "curriculum_learning",
+      "data_efficiency", "eigenvalue", "elasticity", "hybrid_engine", "nebula", "pipeline",
+      "progressive_layer_drop", "quantize_training", "seq_parallel_communication_data_type",
+      "sequence_parallel_size", "sparse_attention", "tensor_parallel", "timers", "torch_autocast",
+      "trackio", "use_data_before_expert_parallelism", "weight_quantization"};
+  for (const char* key : kUnsupported) {
+    const Json* v = top.take(key);
+    if (v == nullptr || v->is_null() || (v->is_boolean() && !v->get<bool>())) continue;
+    if (v->is_object() && (v->empty() || (v->contains("enabled") && v->at("enabled") == false))) continue;
+    warn_unsupported(top.ctx(), key);
+  }
+}
+
+}  // namespace ds::config_detail

@@ -1,0 +1,221 @@
+// "zero_optimization" (reference §1.5, §1.6). DeepSpeed validates this section with pydantic, so an
+// unknown key is an error here too; deprecated keys are remapped with a warning.
+#include "config/parse_sections.h"
+#include "util/error.h"
+
+namespace ds::config_detail {
+namespace {
+
+// DeepSpeed's legacy form `"zero_optimization": true|false` (stage 1 with allgather_size / off).
+Json legacy_zero_section(SectionReader& top, bool on) {
+  top.ctx().warn("zero_optimization: the boolean form is deprecated; write {\"stage\": " +
+                 std::string(on ? "1" : "0") + "} instead");
+  Json z = {{"stage", on ? 1 : 0}};
+  if (on) {
+    const Json* size = top.take("allgather_size");
+    z["allgather_bucket_size"] = size ? *size : Json(500000000);
+  }
+  return z;
+}
+
+// cpu_offload / cpu_offload_param: true → {"device": "cpu"} under the new key.
+void remap_cpu_offload(SectionReader& z, const char* old_key, const char* new_key) {
+  z.mark_known(old_key);
+  Json& obj = z.object();
+  auto it = obj.find(old_key);
+  if (it == obj.end()) return;
+  if (is_auto(*it)) {  // "auto" = absent
+    obj.erase(it);
+    return;
+  }
+  if (obj.contains(new_key)) {
+    throw ConfigError(z.key_path(old_key), std::string("Cannot provide deprecated parameter '") + old_key +
+                                               "' and replacing parameter '" + new_key + "' together");
+  }
+  if (!it->is_boolean()) type_error(z.key_path(old_key), "true or false", *it);
+  const bool on = it->get<bool>();
+  z.ctx().warn(z.key_path(old_key) + ": deprecated, use \"" + new_key + "\"" +
+               (on ? " (taken as " + z.key_path(new_key) + ".device = \"cpu\")" : ""));
+  if (on) obj[new_key] = {{"device", "cpu"}};
+  obj.erase(old_key);
+}
+
+OffloadDevice read_device(SectionReader& s) {
+  OffloadDevice d = OffloadDevice::None;
+  s.read_enum("device", d, {{"none", OffloadDevice::None}, {"cpu", OffloadDevice::Cpu}, {"nvme", OffloadDevice::Nvme}});
+  if (d == OffloadDevice::Nvme && !s.given("nvme_path")) {
+    throw ConfigError(s.key_path("nvme_path"), "required when device is \"nvme\" (a directory on a local NVMe SSD)");
+  }
+  return d;
+}
+
+void parse_offload_param(SectionReader& z, OffloadParamConfig& c) {
+  SectionReader s(z.ctx(), z.raw("offload_param"), z.key_path("offload_param"), UnknownKeys::Error);
+  c.device = read_device(s);
+  s.read("nvme_path", c.nvme_path);
+  s.read("buffer_count", c.buffer_count, kNonNegative);
+  s.read("buffer_size", c.buffer_size, kNonNegative);
+  s.read("max_in_cpu", c.max_in_cpu, kNonNegative);
+  s.read("pin_memory", c.pin_memory);
+  s.finish();
+}
+
+// Returns whether the section was written (DeepSpeed's ratio check applies only then).
+bool parse_offload_optimizer(SectionReader& z, OffloadOptimizerConfig& c) {
+  SectionReader s(z.ctx(), z.raw("offload_optimizer"), z.key_path("offload_optimizer"), UnknownKeys::Error);
+  c.device = read_device(s);
+  s.read("nvme_path", c.nvme_path);
+  s.read("buffer_count", c.buffer_count, kNonNegative);
+  s.read("pin_memory", c.pin_memory);
+  s.read("pipeline_read", c.pipeline_read);
+  s.read("pipeline_write", c.pipeline_write);
+  s.read("fast_init", c.fast_init);
+  s.read("ratio", c.ratio, kUnitInterval);
+  // Newer DeepSpeed keys (Superchip offload): accepted by name, not implemented.
+  for (const char* k : {"super_offload", "convert_grad_on_cpu", "cpuadam_cores_perc"}) {
+    if (s.take(k) != nullptr) warn_unsupported(z.ctx(), s.key_path(k));
+  }
+  s.finish();
+  return s.present();
+}
+
+void parse_loco(SectionReader& z, std::optional<LocoParamConfig>& out) {
+  SectionReader s(z.ctx(), z.raw("zeropp_loco_param"), z.key_path("zeropp_loco_param"), UnknownKeys::Warn);
+  if (!s.present()) {
+    z.ctx().record(s.path(), nullptr, s.section_source());
+    return;
+  }
+  LocoParamConfig c;
+  s.read("err_beta", c.err_beta, kUnitInterval);
+  s.read("reset_T", c.reset_T, kPositive);
+  s.finish();
+  out = c;
+}
+
+void warn_if_set(SectionReader& z, const char* key, bool set) {
+  if (set) warn_unsupported(z.ctx(), z.key_path(key));
+}
+
+}  // namespace
+
+void parse_zero(SectionReader& top, Config& cfg) {
+  const Json* raw = top.raw("zero_optimization");
+  Json legacy;
+  if (raw != nullptr && raw->is_boolean()) {
+    legacy = legacy_zero_section(top, raw->get<bool>());
+    raw = &legacy;
+  }
+  SectionReader z(top.ctx(), raw, "zero_optimization", UnknownKeys::Error);
+  ZeroConfig& c = cfg.zero_optimization;
+
+  remap_cpu_offload(z, "cpu_offload", "offload_optimizer");
+  remap_cpu_offload(z, "cpu_offload_param", "offload_param");
+  z.mark_known("cpu_offload_use_pin_memory");
+  if (z.take("cpu_offload_use_pin_memory") != nullptr) {
+    z.ctx().warn(z.key_path("cpu_offload_use_pin_memory") +
+                 ": deprecated and ignored (as in DeepSpeed); set offload_param.pin_memory / "
+                 "offload_optimizer.pin_memory instead");
+  }
+  for (const char* k : {"prefetch_bucket_size", "param_persistence_threshold", "model_persistence_threshold",
+                        "max_live_parameters", "max_reuse_distance", "gather_16bit_weights_on_model_save",
+                        "module_granularity_threshold", "use_all_reduce_for_fetch_params", "allgather_sequential"}) {
+    z.alias(k, std::string("stage3_") + k, /*deprecated=*/false);
+  }
+  z.alias("gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", /*deprecated=*/true);
+
+  z.read("stage", c.stage, IntRange{0, 3});
+  z.read("contiguous_gradients", c.contiguous_gradients);
+  z.read("reduce_scatter", c.reduce_scatter);
+  z.read("reduce_bucket_size", c.reduce_bucket_size, kNonNegative);
+  z.read("use_multi_rank_bucket_allreduce", c.use_multi_rank_bucket_allreduce);
+  z.read("allgather_partitions", c.allgather_partitions);
+  z.read("allgather_bucket_size", c.allgather_bucket_size, kNonNegative);
+  std::optional<bool> overlap;
+  z.read("overlap_comm", overlap);
+  c.overlap_comm = overlap.value_or(c.stage == 3);  // DeepSpeed's None: on for stage 3 only
+  if (!overlap) {
+    const Source src = z.source_of("overlap_comm");
+    z.ctx().record(z.key_path("overlap_comm"), c.overlap_comm, src == Source::Auto ? Source::Auto : Source::Derived);
+  }
+  z.read("load_from_fp32_weights", c.load_from_fp32_weights);
+  z.read("elastic_checkpoint", c.elastic_checkpoint);
+  parse_offload_param(z, c.offload_param);
+  const bool offload_optimizer_written = parse_offload_optimizer(z, c.offload_optimizer);
+  z.read("sub_group_size", c.sub_group_size, kNonNegative);
+  z.read("prefetch_bucket_size", c.prefetch_bucket_size, kNonNegative);
+  z.read("param_persistence_threshold", c.param_persistence_threshold, kNonNegative);
+  z.read("model_persistence_threshold", c.model_persistence_threshold, kNonNegative);
+  z.read("max_live_parameters", c.max_live_parameters, kNonNegative);
+  z.read("max_reuse_distance", c.max_reuse_distance, kNonNegative);
+  z.read("gather_16bit_weights_on_model_save", c.gather_16bit_weights_on_model_save);
+  z.read("module_granularity_threshold", c.module_granularity_threshold);
+  z.read("use_all_reduce_for_fetch_params", c.use_all_reduce_for_fetch_params);
+  z.read("allgather_sequential", c.allgather_sequential);
+  z.read("ignore_unused_parameters", c.ignore_unused_parameters);
+  z.read("legacy_stage1", c.legacy_stage1);
+  z.read("round_robin_gradients", c.round_robin_gradients);
+  z.read("zero_hpz_partition_size", c.zero_hpz_partition_size, kNonNegative);
+  z.read("zero_quantized_weights", c.zero_quantized_weights);
+  z.read("zero_quantized_nontrainable_weights", c.zero_quantized_nontrainable_weights);
+  z.read("zero_quantized_gradients", c.zero_quantized_gradients);
+  parse_loco(z, c.zeropp_loco_param);
+  z.read("mics_shard_size", c.mics_shard_size);
+  z.read("mics_hierarchical_params_gather", c.mics_hierarchical_params_gather);
+  z.read("memory_efficient_linear", c.memory_efficient_linear);
+  z.read("pipeline_loading_checkpoint", c.pipeline_loading_checkpoint);
+  z.read("override_module_apply", c.override_module_apply);
+  z.read("log_trace_cache_warnings", c.log_trace_cache_warnings);
+  z.read("enable_sanity_checks", c.enable_sanity_checks);
+  // Newer DeepSpeed keys: accepted by name so such configs load, warned as unsupported.
+  for (const char* k : {"zenflow", "leaf_module", "partition_stream_chunk_size", "stage3_partition_stream_chunk_size",
+                        "save_muon_momentum_buffer_in_memory"}) {
+    if (z.take(k) != nullptr) warn_unsupported(z.ctx(), z.key_path(k));
+  }
+  z.finish();
+
+  // Features parsed for compatibility that deepspeed.cpp does not implement: never silently.
+  warn_if_set(z, "zero_hpz_partition_size", c.zero_hpz_partition_size > 1);
+  warn_if_set(z, "zero_quantized_weights", c.zero_quantized_weights);
+  warn_if_set(z, "zero_quantized_nontrainable_weights", c.zero_quantized_nontrainable_weights);
+  warn_if_set(z, "zero_quantized_gradients", c.zero_quantized_gradients);
+  warn_if_set(z, "zeropp_loco_param", c.zeropp_loco_param.has_value());
+  warn_if_set(z, "mics_shard_size", c.mics_shard_size > 0);
+  warn_if_set(z, "mics_hierarchical_params_gather", c.mics_hierarchical_params_gather);
+  warn_if_set(z, "allgather_sequential", c.allgather_sequential);
+
+  // Rules DeepSpeed enforces (or silently gets wrong) about this section alone.
+  if (c.legacy_stage1) {
+    throw ConfigError(z.key_path("legacy_stage1"),
+                      "true is not supported: the legacy ZeRO stage 1 was removed from DeepSpeed; remove the key");
+  }
+  const std::string stage = std::to_string(c.stage);
+  if (c.offload_param_enabled() && c.stage != 3) {
+    throw ConfigError(z.key_path("offload_param"), "parameter offload requires ZeRO stage 3, but stage is " + stage +
+                                                       " (DeepSpeed silently ignores it); set \"stage\": 3 or remove it");
+  }
+  if (c.offload_optimizer_enabled() && c.stage == 0) {
+    throw ConfigError(z.key_path("offload_optimizer"),
+                      "optimizer offload requires ZeRO stage 1, 2 or 3, but stage is 0; set a stage or remove it");
+  }
+  if (offload_optimizer_written && c.offload_optimizer.ratio < 1.0 && c.stage != 3) {
+    throw ConfigError(z.key_path("offload_optimizer.ratio"),
+                      Json(c.offload_optimizer.ratio).dump() +
+                          ": Partial offloading only supported for ZeRO Stage 3 (stage is " + stage + ")");
+  }
+  if (c.offload_optimizer.device == OffloadDevice::Nvme && (c.stage == 1 || c.stage == 2)) {
+    z.ctx().warn(z.key_path("offload_optimizer.device") + ": \"nvme\" acts as \"cpu\" in ZeRO stage " + stage +
+                 " (as in DeepSpeed); NVMe optimizer swapping needs stage 3");
+  }
+  if ((c.stage == 1 || c.stage == 2) && c.allgather_bucket_size % 2 != 0) {
+    throw ConfigError(z.key_path("allgather_bucket_size"),
+                      std::to_string(c.allgather_bucket_size) +
+                          ": allgather_bucket_size must be a multiple of nccl_start_alignment_factor, 2");
+  }
+  if (c.stage == 3 && c.elastic_checkpoint) {
+    z.ctx().warn(z.key_path("elastic_checkpoint") +
+                 ": ZeRO-3 elastic checkpointing is deprecated and no longer supported. Use Universal "
+                 "Checkpointing instead.");
+  }
+}
+
+}  // namespace ds::config_detail

@@ -1,0 +1,64 @@
+// Mixed-precision sections: "fp16", "bf16" (old name "bfloat16"), "data_types" and "amp".
+// Field names are the JSON keys; defaults are DeepSpeed's code defaults (reference §1.4).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ds {
+
+// A floating-point type named in the config ("fp16", "bf16", "fp32" and their synonyms).
+enum class DType { Fp16, Bf16, Fp32 };
+
+// What a ZeRO DynamicLossScaler is built with (reference §1.4 / §8.1).
+struct LossScalerArgs {
+  double init_scale = 0;          // cur_scale at step 0
+  int64_t scale_window = 1000;    // clean steps between doublings
+  double min_scale = 1;
+  int64_t delayed_shift = 1;      // hysteresis
+  bool consecutive_hysteresis = false;
+};
+
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;               // cast floating inputs of forward() to half
+  double loss_scale = 0;                // 0 = dynamic, > 0 = static scale
+  int64_t initial_scale_power = 16;     // dynamic scale starts at 2^initial_scale_power
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1;
+  bool fp16_master_weights_and_grads = false;
+
+  // True when the file gave at least one of initial_scale_power, loss_scale_window, min_loss_scale,
+  // hysteresis, consecutive_hysteresis. DeepSpeed only builds its dynamic-scaler argument dict in
+  // that case; without it ZeRO falls back to init 2^32 and hysteresis 1 (reference §1.4).
+  bool dynamic_args_given = false;
+
+  bool dynamic_loss_scale() const { return loss_scale == 0; }
+  // The arguments ZeRO stages 1-3 build their DynamicLossScaler with (honours dynamic_args_given).
+  LossScalerArgs zero_dynamic_scaler_args() const;
+};
+
+struct Bf16Config {
+  bool enabled = false;
+  bool immediate_grad_update = false;   // add lp grads into the fp32 buffer from backward hooks
+  bool check_overflow = false;          // newer DeepSpeed: parsed, not supported here
+  bool bf16_master_weights_and_grads = false;  // newer DeepSpeed: parsed, not supported here
+  bool bf16_optimizer_states = false;          // newer DeepSpeed: parsed, not supported here
+};
+
+struct DataTypesConfig {
+  std::optional<DType> grad_accum_dtype;  // None: accumulate in the model dtype (reference §8.3)
+};
+
+// Apex AMP: parsed so it can be rejected clearly; deepspeed.cpp has no AMP.
+struct AmpConfig {
+  bool enabled = false;
+  std::string params_json = "{}";  // the other keys, which DeepSpeed passes to amp.initialize
+};
+
+std::string to_string(DType t);
+
+}  // namespace ds

@@ -1,0 +1,189 @@
+// GPT-2 modules, GPT-2 initialisation, and the LayerList that is the model's only forward path.
+#include "models/gpt2.h"
+
+#include <cmath>
+#include <limits>
+
+#include "util/error.h"
+
+namespace ds::models {
+namespace {
+
+constexpr double kLayerNormEps = 1e-5;
+constexpr double kInitStd = 0.02;
+
+torch::nn::LayerNorm make_layer_norm(int64_t n_embd) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd}).eps(kLayerNormEps));
+}
+
+std::string shape_str(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "," : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
+// Token ids must be int64 [B,T] with 1 ≤ T ≤ n_positions and (checked on CPU, where it is
+// cheap) every id in [0, vocab_size).
+void check_tokens(const torch::Tensor& idx, const GPT2Config& cfg) {
+  DS_CHECK(idx.defined() && idx.dim() == 2, Error,
+           "GPT2: expected token ids of shape [batch, seq], got " +
+               (idx.defined() ? shape_str(idx) : std::string("an undefined tensor")));
+  DS_CHECK(idx.scalar_type() == torch::kLong, Error,
+           std::string("GPT2: token ids must be int64, got ") + c10::toString(idx.scalar_type()));
+  const int64_t t = idx.size(1);
+  DS_CHECK(t >= 1 && t <= cfg.n_positions, Error,
+           "GPT2: sequence length " + std::to_string(t) + " exceeds n_positions " +
+               std::to_string(cfg.n_positions) + " (use a shorter seq_len or a larger model)");
+  if (idx.device().is_cpu() && idx.numel() > 0) {
+    const int64_t lo = idx.min().item<int64_t>();
+    const int64_t hi = idx.max().item<int64_t>();
+    DS_CHECK(lo >= 0 && hi < cfg.vocab_size, Error,
+             "GPT2: token id " + std::to_string(lo < 0 ? lo : hi) + " outside [0, vocab_size = " +
+                 std::to_string(cfg.vocab_size) + ")");
+  }
+}
+
+std::vector<std::string> prefixed_names(torch::nn::Module& m, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& item : m.named_parameters(/*recurse=*/true)) names.push_back(prefix + item.key());
+  return names;
+}
+
+}  // namespace
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head)
+    : n_head_(n_head) {
+  c_attn = register_module("c_attn", torch::nn::Linear(n_embd, 3 * n_embd));
+  c_proj = register_module("c_proj", torch::nn::Linear(n_embd, n_embd));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+  const int64_t d = c / n_head_;
+  // [B,T,3C] → three [B,T,C] → [B,H,T,D]
+  auto qkv = c_attn(x).split(c, /*dim=*/2);
+  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, n_head_, d}).transpose(1, 2); };
+  auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  // scores [B,H,T,T]; position i may attend to j ≤ i only.
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+  auto future = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  auto y = torch::matmul(torch::softmax(scores, -1), v);        // [B,H,T,D]
+  return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));  // [B,T,C]
+}
+
+MlpImpl::MlpImpl(int64_t n_embd) {
+  c_fc = register_module("c_fc", torch::nn::Linear(n_embd, 4 * n_embd));
+  c_proj = register_module("c_proj", torch::nn::Linear(4 * n_embd, n_embd));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return c_proj(torch::gelu(c_fc(x), "tanh"));
+}
+
+BlockImpl::BlockImpl(int64_t n_embd, int64_t n_head) {
+  // Registration order fixes named_parameters() order: ln_1, attn, ln_2, mlp (as in HF).
+  ln_1 = register_module("ln_1", make_layer_norm(n_embd));
+  attn = register_module("attn", CausalSelfAttention(n_embd, n_head));
+  ln_2 = register_module("ln_2", make_layer_norm(n_embd));
+  mlp = register_module("mlp", Mlp(n_embd));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto h = x + attn(ln_1(x));
+  return h + mlp(ln_2(h));
+}
+
+GPT2TransformerImpl::GPT2TransformerImpl(const GPT2Config& config) {
+  wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
+  wpe = register_module("wpe", torch::nn::Embedding(config.n_positions, config.n_embd));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.n_layer; ++i) h->push_back(Block(config.n_embd, config.n_head));
+  ln_f = register_module("ln_f", make_layer_norm(config.n_embd));
+}
+
+GPT2Impl::GPT2Impl(GPT2Config config) : config_(config) {
+  config_.validate();
+  transformer = register_module("transformer", GPT2Transformer(config_));
+  init_weights();
+  build_layers();
+}
+
+void GPT2Impl::init_weights() {
+  // GPT-2 init: N(0, 0.02) for Linear weights and both embeddings, zero biases, LayerNorm (1, 0);
+  // residual projections N(0, 0.02/sqrt(2L)) so the residual stream's variance does not grow
+  // with depth. Draws in named_parameters() order from the global generator.
+  torch::NoGradGuard no_grad;
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  for (auto& item : named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    auto ends_with = [&](const std::string& suffix) {
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const bool is_layer_norm = name.find(".ln_") != std::string::npos;
+    if (ends_with(".bias")) {
+      p.zero_();
+    } else if (is_layer_norm) {
+      p.fill_(1.0);
+    } else if (ends_with("c_proj.weight")) {
+      p.normal_(0.0, residual_std);
+    } else {
+      p.normal_(0.0, kInitStd);  // wte, wpe, c_attn, c_fc
+    }
+  }
+}
+
+void GPT2Impl::build_layers() {
+  // The lambdas hold the submodules' shared handles, so they stay valid when parameters move
+  // (Module::to swaps tensor data in place). Cloning a GPT2 is not supported.
+  auto wte = transformer->wte.ptr();
+  auto wpe = transformer->wpe.ptr();
+  const GPT2Config cfg = config_;
+  layers_.add(
+      "embed",
+      [wte, wpe, cfg](const torch::Tensor& idx) {
+        check_tokens(idx, cfg);
+        auto pos = torch::arange(idx.size(1), idx.options());  // [T]
+        return wte->forward(idx) + wpe->forward(pos);  // [B,T,C] + [T,C]
+      },
+      {"transformer.wte.weight", "transformer.wpe.weight"});
+
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    auto block = transformer->h->ptr<BlockImpl>(static_cast<size_t>(i));
+    const std::string name = "h." + std::to_string(i);
+    layers_.add(
+        name, [block](const torch::Tensor& x) { return block->forward(x); },
+        prefixed_names(*block, "transformer." + name + "."));
+  }
+
+  auto ln_f = transformer->ln_f.ptr();
+  std::vector<std::string> head_params = prefixed_names(*ln_f, "transformer.ln_f.");
+  head_params.push_back("transformer.wte.weight");  // tied: also listed in "embed"
+  layers_.add(
+      "head",
+      [ln_f, wte](const torch::Tensor& x) {
+        return torch::linear(ln_f->forward(x), wte->weight);  // [B,T,C] @ [V,C]ᵀ → [B,T,V]
+      },
+      std::move(head_params));
+}
+
+torch::Tensor GPT2Impl::forward(const torch::Tensor& idx) { return layers_.forward(idx); }
+
+torch::Tensor GPT2Impl::forward(const torch::Tensor& idx, const torch::Tensor& targets) {
+  DS_CHECK(targets.defined() && targets.sizes() == idx.sizes(), Error,
+           "GPT2: targets " + (targets.defined() ? shape_str(targets) : std::string("undefined")) +
+               " must have the shape of the inputs " + shape_str(idx));
+  return lm_loss(forward(idx), targets);
+}
+
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const auto dtype = logits.scalar_type();
+  const bool low_precision = dtype == torch::kHalf || dtype == torch::kBFloat16;
+  auto flat = logits.reshape({-1, logits.size(-1)});  // [B·T, V]
+  if (low_precision) flat = flat.to(torch::kFloat);
+  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
+}
+
+}  // namespace ds::models

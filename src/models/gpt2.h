@@ -1,0 +1,103 @@
+// The GPT-2 family in LibTorch: pre-LN transformer blocks, written-out causal self-attention,
+// tied token embeddings. Module names follow Hugging Face's GPT2LMHeadModel, so named_parameters()
+// yields "transformer.wte.weight", "transformer.h.0.attn.c_attn.weight", ... "transformer.ln_f.bias".
+//
+// Layout note: Linear weights here are torch's [out, in]; Hugging Face's Conv1D stores [in, out],
+// so export to / import from HF checkpoints transposes c_attn, c_proj and c_fc weights.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "models/gpt2_config.h"
+#include "nn/layer_list.h"
+
+namespace ds::models {
+
+// Causal multi-head self-attention. x [B,T,C] → [B,T,C].
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear c_attn{nullptr};  // C → 3C (q, k, v)
+  torch::nn::Linear c_proj{nullptr};  // C → C (residual projection)
+
+ private:
+  int64_t n_head_;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+// Position-wise MLP: c_fc (C → 4C) → GELU (tanh approximation) → c_proj (4C → C).
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(int64_t n_embd);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear c_fc{nullptr};
+  torch::nn::Linear c_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// Pre-LN block: x + attn(ln_1(x)), then + mlp(ln_2(x)). x [B,T,C] → [B,T,C].
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(int64_t n_embd, int64_t n_head);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::LayerNorm ln_1{nullptr};
+  CausalSelfAttention attn{nullptr};
+  torch::nn::LayerNorm ln_2{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+// The "transformer" submodule: embeddings, blocks "h.0".."h.{L-1}", final LayerNorm. It has no
+// forward of its own: GPT2Impl's LayerList sequences these pieces.
+class GPT2TransformerImpl : public torch::nn::Module {
+ public:
+  explicit GPT2TransformerImpl(const GPT2Config& config);
+
+  torch::nn::Embedding wte{nullptr};  // [V, C], also the output projection (tied)
+  torch::nn::Embedding wpe{nullptr};  // [P, C]
+  torch::nn::ModuleList h{nullptr};   // of Block
+  torch::nn::LayerNorm ln_f{nullptr};
+};
+TORCH_MODULE(GPT2Transformer);
+
+// Call it as model->forward(...): with two forward overloads, LibTorch 1.13's ModuleHolder
+// operator() (model(idx)) and AnyModule/Sequential cannot deduce which forward to use.
+class GPT2Impl : public torch::nn::Module {
+ public:
+  // Validates the config (ds::ConfigError) and initialises weights GPT-2 style from torch's
+  // global generator: call torch::manual_seed(s) first for a deterministic model.
+  explicit GPT2Impl(GPT2Config config);
+
+  // idx int64 [B,T], T ≤ n_positions → logits [B,T,V] in the parameters' dtype.
+  // Runs layers().forward(idx): one code path for the plain and the layer-walking engines.
+  torch::Tensor forward(const torch::Tensor& idx);
+  // Mean cross-entropy of the logits against targets int64 [B,T] (entries equal to -100 are
+  // ignored, as in torch and Hugging Face) → scalar; computed in fp32 for 16-bit parameters.
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& targets);
+
+  // "embed" (wte(idx) + wpe(pos)), "h.0".."h.{L-1}", "head" (ln_f, then x @ wte.weightᵀ).
+  const ds::nn::LayerList& layers() const { return layers_; }
+  // Mutable access for installing LayerHooks (stage 3); do not add layers to a model's list.
+  ds::nn::LayerList& layers() { return layers_; }
+
+  const GPT2Config& config() const { return config_; }
+
+  GPT2Transformer transformer{nullptr};
+
+ private:
+  void init_weights();
+  void build_layers();
+
+  GPT2Config config_;
+  ds::nn::LayerList layers_;
+};
+TORCH_MODULE(GPT2);
+
+// Mean cross-entropy of logits [B,T,V] against targets [B,T]; upcasts 16-bit logits to fp32.
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);
+
+}  // namespace ds::models

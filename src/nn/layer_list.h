@@ -1,0 +1,66 @@
+// ds::nn::LayerList: the ordered sequence of layers a model runs, which ZeRO stage 3 and pipelines
+// walk (DESIGN.md §4). It owns the execution order, not the modules: the model registers its
+// modules under its own (Hugging Face) names, and each Layer names the parameters it uses.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ds::nn {
+
+// One step of the sequence. `forward` maps the previous layer's output to this layer's output
+// (the first layer receives the model input, e.g. token ids [B,T]).
+struct Layer {
+  std::string name;                                              // "embed", "h.3", "head"
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  // Dotted names as model->named_parameters() spells them. Contract: every parameter the layer
+  // reads is listed; a parameter shared by several layers (a tied embedding) is listed in each.
+  std::vector<std::string> param_names;
+};
+
+// Observer called around each layer by LayerList::forward: the stage-3 coordinator gathers layer
+// i's parameters in before_forward(i) (and prefetches i+1) and releases them in after_forward(i).
+// If a layer throws, after_forward for that layer is not called.
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void before_forward(std::size_t index) {}
+  virtual void after_forward(std::size_t index) {}
+};
+
+class LayerList {
+ public:
+  // Appends a layer. Throws ds::Error for an empty or duplicate name, a missing forward, or a
+  // parameter name listed twice in the same layer.
+  void add(Layer layer);
+  void add(std::string name, std::function<torch::Tensor(const torch::Tensor&)> forward,
+           std::vector<std::string> param_names);
+
+  std::size_t size() const noexcept { return layers_.size(); }
+  bool empty() const noexcept { return layers_.empty(); }
+  const Layer& operator[](std::size_t i) const;  // internal invariant: i < size()
+  const Layer& at(std::size_t i) const;          // throws ds::Error naming i and size()
+  std::vector<Layer>::const_iterator begin() const noexcept { return layers_.begin(); }
+  std::vector<Layer>::const_iterator end() const noexcept { return layers_.end(); }
+
+  // Runs every layer in order (identity for an empty list), calling the hooks if set.
+  torch::Tensor forward(const torch::Tensor& x) const;
+
+  // Every parameter name, each once, in first-use order (a tied parameter appears once).
+  std::vector<std::string> all_param_names() const;
+
+  // Installs (or with nullptr removes) the hooks forward() calls. Default: none.
+  void set_hooks(std::shared_ptr<LayerHooks> hooks) { hooks_ = std::move(hooks); }
+  LayerHooks* hooks() const noexcept { return hooks_.get(); }
+
+ private:
+  std::vector<Layer> layers_;
+  std::shared_ptr<LayerHooks> hooks_;
+};
+
+}  // namespace ds::nn

@@ -1,0 +1,40 @@
+// Adam / AdamW over flat fp32 spans with DeepSpeed's CPU-Adam arithmetic (reference §6.2, §19):
+// hyperparameters rounded to fp32, beta^t kept as fp32 state, eps outside the sqrt, explicit FMAs.
+// This is the plain-loop version (threaded); the tuned SIMD kernels arrive with ZeRO-Offload.
+#pragma once
+
+#include <cstdint>
+
+namespace ds::optim {
+
+struct AdamHyperparams {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool adamw_mode = true;       // decoupled weight decay (AdamW) vs L2 added to the gradient
+  bool bias_correction = true;
+};
+
+// Per-optimizer step state: the step count and fp32 beta powers, advanced by one fp32 multiply per
+// step as DeepSpeed does; recomputed with pow() when the step jumps or the betas change.
+class AdamStepState {
+ public:
+  // Advances to `step` (1-based) for these betas; returns nothing, read beta1_t()/beta2_t().
+  void advance(std::int64_t step, double beta1, double beta2);
+  std::int64_t step() const { return step_; }
+  float beta1_t() const { return beta1_t_; }
+  float beta2_t() const { return beta2_t_; }
+
+ private:
+  std::int64_t step_ = 0;
+  float beta1_ = 0.0f, beta2_ = 0.0f;
+  float beta1_t_ = 1.0f, beta2_t_ = 1.0f;
+};
+
+// One Adam update of n elements: p, m, v updated in place from g. Threads split the span.
+void adam_update(float* p, const float* g, float* m, float* v, std::int64_t n,
+                 const AdamHyperparams& h, const AdamStepState& s);
+
+}  // namespace ds::optim

@@ -1,0 +1,115 @@
+// ds::Engine: what ds::initialize returns. It owns the flat parameter/gradient buffers, the
+// optimizer over them, the step counters and the memory ledger, and sequences one training step:
+// forward (the user's module), backward (loss/GAS, autograd into the flat gradient buffer),
+// step (at accumulation boundaries: clip, optimizer, zero grads, LR, counters).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "util/memory_ledger.h"
+#include "zero/flat_optimizer.h"
+#include "zero/flat_params.h"
+
+namespace ds {
+
+// A user param group: the dotted names it holds and what it overrides. Every trainable parameter
+// must be in exactly one group when groups are given (else a ConfigError names it).
+struct ParamGroup {
+  std::vector<std::string> params;
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups = {});
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+  ~Engine();
+
+  // Scales by 1/GAS (as DeepSpeed) and runs autograd into the flat gradient buffer.
+  void backward(const torch::Tensor& loss);
+  // Call after every micro-batch; at an accumulation boundary it updates the parameters.
+  void step();
+
+  bool is_gradient_accumulation_boundary() const;
+  int64_t global_steps() const { return global_steps_; }
+  int64_t global_samples() const { return global_samples_; }
+  int64_t micro_steps() const { return micro_steps_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  std::vector<double> get_lr() const;
+  // The unscaled global gradient norm of the last step (-1 before the first, or when inf/NaN).
+  double get_global_grad_norm() const { return last_grad_norm_; }
+  // Mean loss of the last completed global step (sum over micro-steps of loss/GAS).
+  double last_loss() const { return last_loss_; }
+
+  int64_t train_batch_size() const { return config_.train_batch_size; }
+  int64_t train_micro_batch_size_per_gpu() const { return config_.train_micro_batch_size_per_gpu; }
+  int64_t gradient_accumulation_steps() const { return config_.gradient_accumulation_steps; }
+  int world_size() const { return 1; }
+  int rank() const { return 0; }
+
+  const Config& config() const { return config_; }
+  torch::nn::Module& module() { return *module_; }
+  torch::Device device() const { return device_; }
+  const zero::FlatParameters& flat_parameters() const { return *flat_; }
+  const MemoryLedger& memory() const { return ledger_; }
+  std::string memory_report() const;
+
+ protected:
+  // Called around the user's forward by ModelEngine::forward.
+  void before_forward();
+  void after_forward() {}
+
+ private:
+  void setup_parameters(const std::vector<ParamGroup>& groups);
+  void setup_optimizer(const std::vector<ParamGroup>& groups);
+  void check_memory_budget() const;
+  double clip_gradients();
+  void report_progress() const;
+
+  std::shared_ptr<torch::nn::Module> module_;
+  Config config_;
+  torch::Device device_ = torch::kCPU;
+  std::unique_ptr<zero::FlatParameters> flat_;
+  std::unique_ptr<zero::FlatAdamOptimizer> optimizer_;
+  MemoryLedger ledger_;
+
+  int64_t global_steps_ = 0;
+  int64_t global_samples_ = 0;
+  int64_t micro_steps_ = 0;
+  int64_t skipped_steps_ = 0;
+  double last_grad_norm_ = -1.0;
+  double loss_accum_ = 0.0;  // sum over this step's micro-batches of loss/GAS
+  double last_loss_ = 0.0;
+};
+
+// The engine for a concrete module type: forward() forwards any arguments to M::forward.
+template <class M>
+class ModelEngine : public Engine {
+ public:
+  ModelEngine(std::shared_ptr<M> model, Config config, std::vector<ParamGroup> groups = {})
+      : Engine(model, std::move(config), std::move(groups)), model_(std::move(model)) {}
+
+  template <class... Args>
+  auto forward(Args&&... args) {
+    before_forward();
+    auto out = model_->forward(std::forward<Args>(args)...);
+    after_forward();
+    return out;
+  }
+
+  M& model() { return *model_; }
+  std::shared_ptr<M> model_ptr() const { return model_; }
+
+ private:
+  std::shared_ptr<M> model_;
+};
+
+}  // namespace ds

@@ -1,0 +1,27 @@
+#include "runtime/world.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace ds {
+namespace {
+
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names) {
+    if (const char* v = std::getenv(n)) {
+      try {
+        return std::stoi(v);
+      } catch (...) {
+      }
+    }
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int detect_world_size() { return env_int({"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", "PMI_SIZE"}, 1); }
+int detect_rank() { return env_int({"OMPI_COMM_WORLD_RANK", "RANK", "PMI_RANK"}, 0); }
+int local_rank() { return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"}, 0); }
+
+}  // namespace ds

@@ -1,0 +1,56 @@
+// Every shipped example config loads cleanly (no error, no warning) at world sizes 1, 2 and 4.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "config_test_util.h"
+
+namespace ds {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> example_configs() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(fs::path(DS_SOURCE_DIR) / "examples" / "configs")) {
+    if (e.path().extension() == ".json") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(Examples, AllLoadWithoutWarnings) {
+  const auto files = example_configs();
+  ASSERT_GE(files.size(), 10u);
+  for (const auto& f : files) {
+    for (int world : {1, 2, 4}) {
+      try {
+        const Config c = load_config_file(f.string(), world);
+        EXPECT_TRUE(c.warnings.empty()) << f << ": " << (c.warnings.empty() ? "" : c.warnings.front());
+        EXPECT_EQ(c.train_batch_size, c.train_micro_batch_size_per_gpu * c.gradient_accumulation_steps * world);
+      } catch (const Error& e) {
+        ADD_FAILURE() << f << " at world size " << world << ": " << e.what();
+      }
+    }
+  }
+}
+
+TEST(Examples, FeatureExamplesSetWhatTheirNameSays) {
+  const fs::path dir = fs::path(DS_SOURCE_DIR) / "examples" / "configs";
+  auto load = [&](const char* name) { return load_config_file((dir / name).string(), 2); };
+  EXPECT_EQ(load("zero1.json").zero_optimization.stage, 1);
+  EXPECT_EQ(load("zero2.json").zero_optimization.stage, 2);
+  EXPECT_EQ(load("zero2_offload.json").zero_optimization.offload_optimizer.device, OffloadDevice::Cpu);
+  EXPECT_EQ(load("zero3.json").zero_optimization.stage, 3);
+  const Config off = load("zero3_offload.json");
+  EXPECT_EQ(off.zero_optimization.offload_param.device, OffloadDevice::Cpu);
+  EXPECT_EQ(off.zero_optimization.offload_optimizer.device, OffloadDevice::Cpu);
+  const Config nvme = load("zero3_offload_nvme.json");
+  EXPECT_EQ(nvme.zero_optimization.offload_param.device, OffloadDevice::Nvme);
+  EXPECT_EQ(nvme.zero_optimization.offload_optimizer.device, OffloadDevice::Nvme);
+  EXPECT_TRUE(load("fp16.json").fp16.enabled);
+  EXPECT_TRUE(load("bf16.json").bf16.enabled);
+}
+
+}  // namespace
+}  // namespace ds

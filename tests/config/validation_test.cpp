@@ -1,0 +1,177 @@
+// Each validation rule: the error names the JSON path, the value and what is allowed.
+#include <gtest/gtest.h>
+
+#include "config_test_util.h"
+
+namespace ds {
+namespace {
+
+std::string with_batch(const std::string& rest) { return R"({"train_batch_size": 8, )" + rest + "}"; }
+
+TEST(Validation, ZeroStage) {
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": "two"})")),
+            "zero_optimization.stage: expected an integer 0..3, got \"two\"");
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": 4})")),
+            "zero_optimization.stage: expected an integer 0..3, got 4");
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": -1})")),
+            "zero_optimization.stage: expected an integer 0..3, got -1");
+}
+
+TEST(Validation, NegativeSizesAndRatio) {
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"reduce_bucket_size": -5})")),
+            "zero_optimization.reduce_bucket_size: expected an integer >= 0, got -5");
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": 3, "offload_param": {"buffer_size": -1}})")),
+            "zero_optimization.offload_param.buffer_size: expected an integer >= 0, got -1");
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": 3, "offload_optimizer": {"ratio": 1.5}})")),
+            "zero_optimization.offload_optimizer.ratio: expected a number in [0.0, 1.0], got 1.5");
+  EXPECT_EQ(test::load_error(with_batch(R"("aio": {"block_size": 0})")),
+            "aio.block_size: expected an integer >= 1, got 0");
+  EXPECT_EQ(test::load_error(with_batch(R"("steps_per_print": 0)")),
+            "steps_per_print: expected an integer >= 1 or null, got 0");
+}
+
+TEST(Validation, OddAllgatherBucketSizeInStages1And2) {
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": 2, "allgather_bucket_size": 5001})")),
+            "zero_optimization.allgather_bucket_size: 5001: allgather_bucket_size must be a multiple of "
+            "nccl_start_alignment_factor, 2");
+  EXPECT_NO_THROW(test::load(with_batch(R"("zero_optimization": {"stage": 3, "allgather_bucket_size": 5001})")));
+}
+
+TEST(Validation, Fp16AndBf16Together) {
+  EXPECT_CONFIG_ERROR(with_batch(R"("fp16": {"enabled": true}, "bf16": {"enabled": true})"),
+                      "bf16.enabled:", "bfloat16 and fp16 modes cannot be simultaneously enabled");
+}
+
+TEST(Validation, CommunicationDataType) {
+  EXPECT_EQ(test::load_error(with_batch(R"("communication_data_type": "int8")")),
+            "communication_data_type: expected one of \"fp16\", \"bf16\", \"fp32\" (any case), got \"int8\"");
+  const Config c = test::load(with_batch(R"("communication_data_type": "FP16")"));
+  EXPECT_EQ(c.communication_data_type, DType::Fp16);
+  EXPECT_EQ(test::value_of(c, "communication_data_type"), "\"fp16\"");
+  const Config bf = test::load(with_batch(R"("bf16": {"enabled": true})"));
+  EXPECT_FALSE(bf.communication_data_type.has_value());
+  EXPECT_EQ(bf.effective_communication_data_type(), DType::Bf16);
+}
+
+TEST(Validation, CheckpointTagValidation) {
+  EXPECT_EQ(test::load_error(with_batch(R"("checkpoint": {"tag_validation": "foo"})")),
+            "checkpoint.tag_validation: expected one of \"Warn\", \"Ignore\", \"Fail\" (any case), got \"foo\"");
+  EXPECT_EQ(test::load(with_batch(R"("checkpoint": {"tag_validation": "FAIL"})")).checkpoint.tag_validation,
+            TagValidation::Fail);
+  EXPECT_EQ(test::load(with_batch(R"("checkpoint": {"tag_validation": "ignore"})")).checkpoint.tag_validation,
+            TagValidation::Ignore);
+  EXPECT_EQ(test::load_error(with_batch(R"("checkpoint": {"parallel_write": {"pipeline_stage": 1}})")),
+            "checkpoint.parallel_write.pipeline_stage: expected true or false, got 1");
+}
+
+TEST(Validation, PartialOffloadNeedsStage3) {
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.3}})")),
+            "zero_optimization.offload_optimizer.ratio: 0.3: Partial offloading only supported for ZeRO Stage 3 "
+            "(stage is 2)");
+  const Config ok = test::load(with_batch(R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.3}})"));
+  EXPECT_DOUBLE_EQ(ok.zero_optimization.offload_optimizer.ratio, 0.3);
+}
+
+TEST(Validation, OffloadParamNeedsStage3) {
+  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}})"),
+                      "zero_optimization.offload_param: parameter offload requires ZeRO stage 3, but stage is 2");
+  // device "none" is the absent offload: fine at any stage.
+  EXPECT_NO_THROW(test::load(with_batch(R"("zero_optimization": {"stage": 1, "offload_param": {"device": "none"}})")));
+  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"offload_optimizer": {"device": "cpu"}})"),
+                      "zero_optimization.offload_optimizer: optimizer offload requires ZeRO stage 1, 2 or 3");
+}
+
+TEST(Validation, OffloadDevice) {
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": 3, "offload_param": {"device": "gpu"}})")),
+            "zero_optimization.offload_param.device: expected one of \"none\", \"cpu\", \"nvme\", got \"gpu\"");
+  EXPECT_EQ(test::load_error(with_batch(R"("zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme"}})")),
+            "zero_optimization.offload_optimizer.nvme_path: required when device is \"nvme\" (a directory on a "
+            "local NVMe SSD)");
+  const Config c = test::load(with_batch(
+      R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/local_nvme"}})"));
+  EXPECT_EQ(c.zero_optimization.offload_param.device, OffloadDevice::Nvme);
+  EXPECT_EQ(c.zero_optimization.offload_param.nvme_path, "/local_nvme");
+}
+
+TEST(Validation, NvmeOptimizerOffloadInStage2WarnsThatItActsAsCpu) {
+  const Config c = test::load(with_batch(
+      R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}})"));
+  EXPECT_TRUE(test::has_warning(c, "zero_optimization.offload_optimizer.device: \"nvme\" acts as \"cpu\" in ZeRO stage 2"));
+}
+
+TEST(Validation, AmpRules) {
+  EXPECT_CONFIG_ERROR(with_batch(R"("amp": {"enabled": true, "opt_level": "O1"}, "zero_optimization": {"stage": 1})"),
+                      "amp.enabled:", "Amp and ZeRO are not currently compatible");
+  EXPECT_CONFIG_ERROR(with_batch(R"("amp": {"enabled": true}, "fp16": {"enabled": true})"),
+                      "amp.enabled:", "Cannot enable both amp with (legacy) fp16 mode");
+  const Config c = test::load(with_batch(R"("amp": {"enabled": true, "opt_level": "O1"})"));
+  EXPECT_TRUE(c.amp.enabled);
+  EXPECT_EQ(c.amp.params_json, R"({"opt_level":"O1"})");
+  EXPECT_TRUE(test::has_warning(c, "amp is parsed but not supported by deepspeed.cpp yet; ignored"));
+}
+
+TEST(Validation, Fp16MasterWeightsNeedStage2) {
+  EXPECT_EQ(test::load_error(with_batch(R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true},
+                                           "zero_optimization": {"stage": 3})")),
+            "fp16.fp16_master_weights_and_grads: true with ZeRO stage 3: Fp16_master_weights_and_grads is only "
+            "supported with ZeRO Stage 2 for now.");
+  EXPECT_NO_THROW(test::load(with_batch(R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true},
+                                          "zero_optimization": {"stage": 2})")));
+}
+
+TEST(Validation, LegacyStage1IsRejected) {
+  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 1, "legacy_stage1": true})"),
+                      "zero_optimization.legacy_stage1: true is not supported");
+}
+
+TEST(Validation, UnknownKeyInStrictSectionsIsAnError) {
+  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 2, "reduce_bucket_sise": 100})"),
+                      "zero_optimization.reduce_bucket_sise: unknown key (did you mean \"reduce_bucket_size\"?)",
+                      "DeepSpeed validates \"zero_optimization\" strictly", "allowed keys:", "overlap_comm");
+  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "pin": true}})"),
+                      "zero_optimization.offload_param.pin: unknown key");
+  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 1, "offload_optimizer": {"devce": "cpu"}})"),
+                      "zero_optimization.offload_optimizer.devce: unknown key (did you mean \"device\"?)");
+  for (const char* monitor : {"tensorboard", "csv_monitor", "wandb", "comet"}) {
+    EXPECT_CONFIG_ERROR(with_batch("\"" + std::string(monitor) + R"(": {"enabled": false, "outptu_path": "x"})"),
+                        std::string(monitor) + ".outptu_path: unknown key");
+  }
+}
+
+TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
+  const Config c = test::load(with_batch(R"("train_batch_sise": 3, "fp16": {"enabeld": true}, "aio": {"x": 1})"));
+  ASSERT_EQ(c.warnings.size(), 3u);
+  EXPECT_TRUE(test::has_warning(c, "train_batch_sise: unknown key; ignored (did you mean \"train_batch_size\"?)"));
+  EXPECT_TRUE(test::has_warning(c, "fp16.enabeld: unknown key; ignored (did you mean \"enabled\"?)"));
+  EXPECT_TRUE(test::has_warning(c, "aio.x: unknown key; ignored"));
+  EXPECT_FALSE(c.fp16.enabled);
+}
+
+TEST(Validation, UnsupportedSectionsWarnByName) {
+  const Config c = test::load(with_batch(R"("pipeline": {"stages": 2}, "elasticity": {"enabled": true},
+      "sparse_attention": {"mode": "fixed"}, "comms_logger": {"enabled": false}, "autotuning": {},
+      "hybrid_engine": false, "zero_optimization": {"stage": 3, "zero_quantized_weights": true})"));
+  EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored"));
+  EXPECT_TRUE(test::has_warning(c, "elasticity is parsed but not supported"));
+  EXPECT_TRUE(test::has_warning(c, "sparse_attention is parsed but not supported"));
+  EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_weights is parsed but not supported"));
+  // Switched off or empty: nothing to warn about.
+  EXPECT_FALSE(test::has_warning(c, "comms_logger"));
+  EXPECT_FALSE(test::has_warning(c, "autotuning"));
+  EXPECT_FALSE(test::has_warning(c, "hybrid_engine"));
+  EXPECT_EQ(c.warnings.size(), 4u);
+}
+
+TEST(Validation, FlopsProfilerTurnsOnWallClockBreakdown) {
+  const Config c = test::load(with_batch(R"("flops_profiler": {"enabled": true})"));
+  EXPECT_TRUE(c.wall_clock_breakdown);
+  EXPECT_EQ(test::source_of(c, "wall_clock_breakdown"), "derived");
+}
+
+TEST(Validation, VocabularySizeAlignmentWarns) {
+  EXPECT_TRUE(test::has_warning(test::load(with_batch(R"("vocabulary_size": 50257)")), "vocabulary_size: 50257"));
+  EXPECT_TRUE(test::load(with_batch(R"("vocabulary_size": 50304)")).warnings.empty());
+}
+
+}  // namespace
+}  // namespace ds

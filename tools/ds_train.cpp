@@ -1,0 +1,98 @@
+// ds-train: trains the built-in GPT-2 family on a text or token file through ds::initialize —
+// the README's main job and the smallest complete example of the public API.
+#include <deepspeed/deepspeed.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "models/gpt2.h"
+#include "models/token_data.h"
+#include "train_options.h"
+#include "util/error.h"
+#include "util/logging.h"
+#include "util/progress.h"
+#include "util/system_info.h"
+
+namespace {
+
+// Refuse up front when the model cannot fit: parameters, gradients, Adam's two moments and the
+// transient flat copy, all fp32 (activations are small next to these for our batch sizes).
+void check_model_fits(const ds::models::GPT2Config& c) {
+  const uint64_t params = static_cast<uint64_t>(c.num_parameters());
+  const uint64_t need = params * 4 * 5;
+  const uint64_t avail = ds::mem_available_bytes();
+  DS_CHECK(avail == 0 || need <= avail, ds::OutOfMemory,
+           fmt::format("--model {}: {} parameters need about {} for fp32 weights, gradients and Adam "
+                       "state, but only {} of RAM is available; pick a smaller --model",
+                       c.describe(), params, ds::format_bytes(need), ds::format_bytes(avail)));
+}
+
+int run(int argc, char** argv) {
+  ds::tools::TrainOptions opt;
+  if (!ds::tools::parse_train_options(argc, argv, opt)) return 0;
+
+  auto model_cfg = ds::tools::resolve_model(opt);
+  auto data = ds::models::TokenDataset::from_file(opt.data_path);
+  DS_CHECK(data.vocab_size() <= model_cfg.vocab_size, ds::Error,
+           fmt::format("--data {} has tokens up to {} but the model's vocab_size is {}; use --vocab",
+                       opt.data_path, data.vocab_size() - 1, model_cfg.vocab_size));
+  const int64_t seq = opt.seq ? opt.seq : model_cfg.n_positions;
+  check_model_fits(model_cfg);
+
+  torch::manual_seed(opt.seed);
+  auto model = ds::models::GPT2(model_cfg);
+  auto engine = ds::initialize(model, opt.config_path);
+  ds::models::BatchSampler sampler(data, seq, opt.seed);
+
+  const int64_t micro = engine.train_micro_batch_size_per_gpu();
+  const int64_t gas = engine.gradient_accumulation_steps();
+  std::printf("model: %s\ndata: %s\nbatch: %lld sequences x %lld tokens (micro %lld x GAS %lld)\n",
+              model_cfg.describe().c_str(), data.describe().c_str(),
+              static_cast<long long>(engine.train_batch_size()), static_cast<long long>(seq),
+              static_cast<long long>(micro), static_cast<long long>(gas));
+  std::printf("%s", engine.memory_report().c_str());
+  std::fflush(stdout);
+
+  ds::ProgressReporter progress({opt.steps, opt.progress, std::max<int64_t>(1, opt.steps / 20), stdout});
+  const double tokens_per_step = static_cast<double>(engine.train_batch_size() * seq);
+  double first_loss = 0.0, tokens_per_s = 0.0;
+  auto t_start = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < opt.steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t m = 0; m < gas; ++m) {
+      auto batch = sampler.batch((step * gas + m) * micro, micro);
+      auto loss = engine.forward(batch.inputs, batch.targets);
+      engine.backward(loss);
+      engine.step();
+    }
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double rate = tokens_per_step / std::max(dt, 1e-9);
+    tokens_per_s = step == 0 ? rate : 0.9 * tokens_per_s + 0.1 * rate;
+    if (step == 0) first_loss = engine.last_loss();
+    auto lr = engine.get_lr();
+    progress.update({step + 1, engine.last_loss(), lr.empty() ? 0.0 : lr[0], tokens_per_s, ds::current_rss_bytes()});
+  }
+  progress.finish();
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s, peak RSS %s\n",
+              static_cast<long long>(opt.steps), ds::format_duration(total).c_str(), first_loss,
+              engine.last_loss(), tokens_per_step * opt.steps / total,
+              ds::format_bytes(ds::peak_rss_bytes()).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const ds::Error& e) {
+    std::fprintf(stderr, "ds-train: error: %s\n", e.what());
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "ds-train: error (LibTorch): %s\n", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ds-train: error: %s\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,56 @@
+#include "train_options.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <map>
+
+#include "util/error.h"
+
+namespace ds::tools {
+
+bool parse_train_options(int argc, char** argv, TrainOptions& o) {
+  CLI::App app{"ds-train: train a GPT-2 family model on text with deepspeed.cpp"};
+  o.config_path = std::string(DS_SOURCE_DIR) + "/examples/configs/ds_train.json";
+  o.data_path = std::string(DS_SOURCE_DIR) + "/data/devils_dictionary.txt";
+  std::string progress = "auto";
+  app.add_option("--config", o.config_path, "DeepSpeed JSON config")->capture_default_str();
+  app.add_option("--data", o.data_path, "text file (byte tokens) or llm.c .bin token file")->capture_default_str();
+  app.add_option("--model", o.model, "tiny | small | medium | large | xl (GPT-2 sizes)")->capture_default_str();
+  app.add_option("--layers", o.layers, "override n_layer");
+  app.add_option("--heads", o.heads, "override n_head");
+  app.add_option("--embd", o.embd, "override n_embd");
+  app.add_option("--vocab", o.vocab, "override vocab_size");
+  app.add_option("--seq", o.seq, "sequence length (default: the model's n_positions)");
+  app.add_option("--steps", o.steps, "optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "seed for weights and data order")->capture_default_str();
+  app.add_option("--progress", progress, "auto | bar | lines | off")->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
+  bool no_progress = false;
+  app.add_flag("--no_progress,--no-progress", no_progress, "same as --progress off");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::fputs(app.help().c_str(), stdout);
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw Error(fmt::format("{} (see ds-train --help)", e.what()));
+  }
+  static const std::map<std::string, ProgressMode> modes = {
+      {"auto", ProgressMode::Auto}, {"bar", ProgressMode::Bar}, {"lines", ProgressMode::Lines}, {"off", ProgressMode::Off}};
+  o.progress = no_progress ? ProgressMode::Off : modes.at(progress);
+  return true;
+}
+
+models::GPT2Config resolve_model(const TrainOptions& o) {
+  auto c = models::GPT2Config::preset(o.model);
+  if (o.layers) c.n_layer = o.layers;
+  if (o.heads) c.n_head = o.heads;
+  if (o.embd) c.n_embd = o.embd;
+  if (o.vocab) c.vocab_size = o.vocab;
+  if (o.seq) c.n_positions = std::max(c.n_positions, o.seq);
+  c.validate();
+  return c;
+}
+
+}  // namespace ds::tools

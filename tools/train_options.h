@@ -1,0 +1,29 @@
+// ds-train's command line: parsed into one options struct, checked before anything is built.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/gpt2_config.h"
+#include "util/progress.h"
+
+namespace ds::tools {
+
+struct TrainOptions {
+  std::string config_path;   // DeepSpeed JSON
+  std::string data_path;     // text (byte tokens) or llm.c .bin tokens
+  std::string model = "tiny";
+  int64_t layers = 0, heads = 0, embd = 0, vocab = 0, seq = 0;  // 0: the preset's value
+  int64_t steps = 200;
+  uint64_t seed = 42;
+  ProgressMode progress = ProgressMode::Auto;
+  bool show_memory = true;
+};
+
+// Parses argv; returns false when --help was printed. Throws CLI errors as ds::Error.
+bool parse_train_options(int argc, char** argv, TrainOptions& out);
+
+// The model shape the options ask for (preset with overrides), validated.
+models::GPT2Config resolve_model(const TrainOptions& o);
+
+}  // namespace ds::tools
