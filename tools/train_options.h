@@ -14,7 +14,7 @@ struct TrainOptions {
   std::string data_path;     // text (byte tokens) or llm.c .bin tokens
   std::string model = "tiny";
   int64_t layers = 0, heads = 0, embd = 0, vocab = 0, seq = 0;  // 0: the preset's value
-  int64_t steps = 200;
+  int64_t steps = 1000;
   uint64_t seed = 42;
   ProgressMode progress = ProgressMode::Auto;
   bool show_memory = true;

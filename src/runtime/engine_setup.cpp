@@ -2,6 +2,7 @@
 // the optimizer, and the memory budget checked before anything large is allocated.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -34,6 +35,18 @@ void reject_unbuilt_features(const Config& c) {
   if (c.scheduler) refuse("scheduler.type", fmt::format("LR scheduler \"{}\"", to_string(c.scheduler->type)));
 }
 
+// LibTorch 1.13 sizes its intra-op pool from physical cores as cpuinfo sees them, which on many
+// VMs is 1 (two vCPUs look like one core's hyperthreads). Unless the user set OMP_NUM_THREADS, give
+// each local rank its share of the online CPUs.
+void configure_cpu_threads() {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  const int share = std::max(1, cpu_cores() / std::max(1, local_world_size()));
+  if (torch::get_num_threads() < share) {
+    torch::set_num_threads(share);
+    log::info("intra-op threads: {} (set OMP_NUM_THREADS to choose another count)", share);
+  }
+}
+
 torch::Device pick_device() {
   if (torch::cuda::is_available()) return torch::Device(torch::kCUDA, local_rank() % torch::cuda::device_count());
   return torch::kCPU;
@@ -49,6 +62,7 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
                        "communication backend yet; run one process",
                        ws));
   device_ = pick_device();
+  if (device_.is_cpu()) configure_cpu_threads();
   module_->to(device_);
 
   // Trainable parameters in model order, each distinct tensor once (shared ones under the first name).

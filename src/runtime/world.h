@@ -7,5 +7,6 @@ namespace ds {
 int detect_world_size();
 int detect_rank();
 int local_rank();
+int local_world_size();  // ranks on this node
 
 }  // namespace ds
