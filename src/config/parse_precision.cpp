@@ -40,19 +40,24 @@ void parse_bf16(SectionReader& top, Bf16Config& c) {
 
 void parse_data_types(SectionReader& top, DataTypesConfig& c) {
   SectionReader s(top.ctx(), top.raw("data_types"), "data_types", UnknownKeys::Warn);
-  const Json* v = s.take("grad_accum_dtype");
-  if (v == nullptr || v->is_null()) {
-    top.ctx().record(s.key_path("grad_accum_dtype"), nullptr, v ? Source::File : s.source_of("grad_accum_dtype"));
-  } else {
+  // grad_accum_dtype is DeepSpeed's; compute_dtype is deepspeed.cpp's own (docs/mixed_precision.md).
+  auto read_dtype = [&](const char* key, std::optional<DType>& out) {
+    const Json* v = s.take(key);
+    if (v == nullptr || v->is_null()) {
+      top.ctx().record(s.key_path(key), nullptr, v ? Source::File : s.source_of(key));
+      return;
+    }
     DType t = DType::Fp32;
     // DeepSpeed's DtypeEnum spellings; the first of each is the one reported.
-    s.read_enum("grad_accum_dtype", t,
+    s.read_enum(key, t,
                 {{"fp32", DType::Fp32}, {"float32", DType::Fp32}, {"float", DType::Fp32},
                  {"torch.float32", DType::Fp32}, {"fp16", DType::Fp16}, {"float16", DType::Fp16},
                  {"half", DType::Fp16}, {"torch.float16", DType::Fp16}, {"bf16", DType::Bf16},
                  {"bfloat16", DType::Bf16}, {"torch.bfloat16", DType::Bf16}});
-    c.grad_accum_dtype = t;
-  }
+    out = t;
+  };
+  read_dtype("grad_accum_dtype", c.grad_accum_dtype);
+  read_dtype("compute_dtype", c.compute_dtype);
   s.finish();
 }
 

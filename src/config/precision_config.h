@@ -51,6 +51,9 @@ struct Bf16Config {
 
 struct DataTypesConfig {
   std::optional<DType> grad_accum_dtype;  // None: accumulate in the model dtype (reference §8.3)
+  // deepspeed.cpp's own key: the dtype the module computes in. None ("auto"): the model dtype on
+  // GPU; on CPU fp32 for fp16 (no fp16 GEMM) and for bf16 without AVX512-BF16 (slow bf16 GEMM).
+  std::optional<DType> compute_dtype;
 };
 
 // Apex AMP: parsed so it can be rejected clearly; deepspeed.cpp has no AMP.

@@ -1,26 +1,17 @@
+// The training step's sequence. The work lives in the components (flat buffers, precision buffers,
+// optimizer, scaler, schedule); this file only orders it as DeepSpeed's engine does (reference §2.3).
 #include "runtime/engine.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
+
+#include "precision/overflow.h"
 #include "util/error.h"
 #include "util/logging.h"
 
 namespace ds {
-
-Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups)
-    : module_(std::move(module)), config_(std::move(config)) {
-  DS_CHECK(module_ != nullptr, Error, "ds::initialize: model is null");
-  DS_ASSERT(config_.train_batch_size == config_.train_micro_batch_size_per_gpu *
-                                            config_.gradient_accumulation_steps * world_size(),
-            "batch triple was resolved for a different world size");
-  setup_parameters(groups);
-  setup_optimizer(groups);
-  log::info("engine ready: {} trainable parameters in {} flat group(s) on {}; batch {} = micro {} x GAS {} x world {}",
-            flat_->numel(), flat_->groups().size(), device_.str(), config_.train_batch_size,
-            config_.train_micro_batch_size_per_gpu, config_.gradient_accumulation_steps, world_size());
-  report_progress();
-}
 
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
@@ -33,48 +24,132 @@ bool Engine::is_gradient_accumulation_boundary() const {
 void Engine::before_forward() {
   // User code may have replaced .grad (Module::zero_grad(set_to_none)); put the views back.
   flat_->rebind_grads();
+  if (!timings_.step_started) {
+    timings_.step_start = Clock::now();
+    timings_.step_started = true;
+  }
+  timings_.fwd_start = Clock::now();
+}
+
+void Engine::after_forward() {
+  timings_.fwd = std::chrono::duration<double, std::milli>(Clock::now() - timings_.fwd_start).count();
+  timings_.fwd_sum += timings_.fwd;
 }
 
 void Engine::backward(const torch::Tensor& loss) {
   DS_CHECK(loss.defined() && loss.numel() == 1, Error,
            fmt::format("engine.backward expects a scalar loss, got a tensor of shape {}",
                        loss.defined() ? fmt::format("{}", loss.sizes().vec()) : "undefined"));
+  auto t0 = Clock::now();
   flat_->rebind_grads();
   torch::Tensor scaled = loss;
   if (config_.gradient_accumulation_steps > 1)
     scaled = loss.to(torch::kFloat32) / static_cast<double>(config_.gradient_accumulation_steps);
   loss_accum_ += scaled.detach().item<double>();
+  const double s = scaler_->scale();
+  if (s != 1.0) scaled = scaled.to(torch::kFloat32) * s;  // DeepSpeed: (loss.float() * cur_scale).backward()
   scaled.backward();
+  precision_->accumulate();
+  timings_.bwd = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  timings_.bwd_sum += timings_.bwd;
 }
 
-double Engine::clip_gradients() {
-  // DeepSpeed's fp32 path: L2 of the per-tensor L2 norms; coef = min(1, clip / (norm + 1e-6)).
+bool Engine::check_overflow(const std::vector<torch::Tensor>& grads) {
+  // Only a dynamic fp16 scaler looks for inf/NaN (DeepSpeed: bf16/fp32 never skip, §8.1).
+  if (!scaler_->dynamic()) return false;
+  return precision::first_non_finite(grads).has_value();
+}
+
+double Engine::grad_norm(const std::vector<torch::Tensor>& grads) const {
+  // DeepSpeed's stage-0 arithmetic: the L2 norm of the stacked per-tensor L2 norms (reference §19).
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> norms;
-  for (const auto& g : flat_->groups())
-    for (const auto& s : g.slots) norms.push_back(g.grads.narrow(0, s.offset, s.numel).norm());
+  const auto& groups = flat_->groups();
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (const auto& s : groups[g].slots) norms.push_back(grads[g].narrow(0, s.offset, s.numel).norm());
   const double norm = torch::stack(norms).norm().item<double>();
-  if (!std::isfinite(norm)) return -1.0;
-  const double coef = config_.gradient_clipping / (norm + 1e-6);
-  if (coef < 1.0)
-    for (auto& g : flat_->groups()) g.grads.mul_(coef);
-  return norm;
+  return std::isfinite(norm) ? norm : -1.0;
 }
 
+void Engine::unscale_and_clip(std::vector<torch::Tensor>& grads) {
+  torch::NoGradGuard no_grad;
+  const double clip = config_.gradient_clipping, scale = scaler_->scale();
+  if (scale == 1.0) {
+    if (clip <= 0.0) return;
+    // fp32 path: coef = min(1, clip / (norm + 1e-6)), grads multiplied (runtime/utils.clip_grad_norm_).
+    last_grad_norm_ = grad_norm(grads);
+    const double coef = clip / (last_grad_norm_ + 1e-6);
+    if (last_grad_norm_ >= 0 && coef < 1.0)
+      for (auto& g : grads) g.mul_(coef);
+    return;
+  }
+  // fp16 path: the norm of the scaled gradients, one combined unscale+clip factor (reference §10).
+  const double scaled_norm = clip > 0.0 ? grad_norm(grads) : 0.0;
+  precision::unscale_and_clip(grads, scale, clip, scaled_norm);
+  last_grad_norm_ = clip > 0.0 ? scaled_norm / scale : -1.0;
+}
+
+void Engine::take_model_step() {
+  std::vector<torch::Tensor> grads;
+  for (size_t g = 0; g < flat_->groups().size(); ++g) grads.push_back(precision_->fp32_grads(g));
+  const bool overflow = check_overflow(grads);
+  // Name the first parameter whose gradient held inf/NaN, so the user knows where to look.
+  auto culprit = [&] {
+    for (size_t g = 0; g < grads.size(); ++g)
+      for (const auto& s : flat_->groups()[g].slots)
+        if (precision::has_inf_or_nan(grads[g].narrow(0, s.offset, s.numel))) return s.name;
+    return std::string("(none found)");
+  };
+  precision::ScaleUpdate update;
+  try {
+    update = scaler_->update(overflow);
+  } catch (const precision::LossScaleUnderflow& e) {
+    throw precision::LossScaleUnderflow(e.min_scale(), culprit());
+  }
+  // DeepSpeed's non-ZeRO scaler would skip forever at the floor; stop with the cause instead.
+  if (overflow && scaler_->dynamic() && update.scale_before <= scaler_->state().min_scale)
+    throw precision::LossScaleUnderflow(scaler_->state().min_scale, culprit());
+  if (auto line = overflow_summary_.observe(update)) log::info("{}", *line);
+  last_step_applied_ = !overflow;
+  if (overflow) {
+    skipped_steps_ += 1;  // the LR schedule does not advance on a skipped step (DeepSpeed)
+    last_grad_norm_ = -1.0;
+    return;
+  }
+  unscale_and_clip(grads);
+  optimizer_->step(grads);
+  for (size_t g = 0; g < grads.size(); ++g) precision_->write_back(g, optimizer_->master(g));
+  if (scheduler_) {
+    scheduler_->step();
+    apply_schedule();
+  }
+}
+
+void Engine::zero_grads() { precision_->zero_grads(); }
+
 void Engine::step() {
-  if (is_gradient_accumulation_boundary()) {
+  auto t0 = Clock::now();
+  const bool boundary = is_gradient_accumulation_boundary();
+  if (boundary) {
     if (!optimizer_)
       throw ConfigError("optimizer", "engine.step() needs an optimizer; add an \"optimizer\" section to the config");
-    if (config_.gradient_clipping > 0.0) last_grad_norm_ = clip_gradients();
-    optimizer_->step();
-    flat_->zero_grads();
+    take_model_step();
+    zero_grads();
     if (config_.steps_per_print && *config_.steps_per_print > 0 &&
         (global_steps_ + 1) % *config_.steps_per_print == 0)
-      report_progress();
+      log_progress();
     global_steps_ += 1;
     global_samples_ += config_.train_batch_size;
     last_loss_ = loss_accum_;
     loss_accum_ = 0.0;
+  }
+  timings_.step = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  timings_.step_sum += timings_.step;
+  if (config_.wall_clock_breakdown) log_timings(boundary);
+  if (boundary) {
+    log_throughput(std::chrono::duration<double>(Clock::now() - timings_.step_start).count());
+    timings_.fwd_sum = timings_.bwd_sum = timings_.step_sum = 0;
+    timings_.step_started = false;
   }
   micro_steps_ += 1;
 }
@@ -84,14 +159,18 @@ std::vector<double> Engine::get_lr() const {
   return {};
 }
 
-void Engine::report_progress() const {
-  // DeepSpeed's line: "step=<n>, skipped=<k>, lr=[...], mom=[...]".
-  if (!config_.steps_per_print) return;
-  std::vector<std::string> moms;
-  if (config_.optimizer)
-    moms.push_back(fmt::format("({}, {})", config_.optimizer->params.betas[0], config_.optimizer->params.betas[1]));
-  log::info("step={}, skipped={}, lr={}, mom=[{}]", global_steps_, skipped_steps_, get_lr(),
-            fmt::join(moms, ", "));
+std::vector<std::array<double, 2>> Engine::get_mom() const {
+  if (optimizer_) return optimizer_->betas();
+  return {};
+}
+
+void Engine::apply_schedule() {
+  // The schedule was built over the optimizer's groups (one per flat group), in the same order.
+  const auto& groups = scheduler_->groups();
+  for (size_t g = 0; g < optimizer_->num_groups() && g < groups.size(); ++g) {
+    optimizer_->set_lr(g, groups[g].lr);
+    optimizer_->set_betas(g, groups[g].betas);
+  }
 }
 
 std::string Engine::memory_report() const {

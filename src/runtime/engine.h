@@ -1,20 +1,29 @@
 // ds::Engine: what ds::initialize returns. It owns the flat parameter/gradient buffers, the
-// optimizer over them, the step counters and the memory ledger, and sequences one training step:
-// forward (the user's module), backward (loss/GAS, autograd into the flat gradient buffer),
-// step (at accumulation boundaries: clip, optimizer, zero grads, LR, counters).
+// 16-bit storage and accumulation buffers, the optimizer, the LR schedule, the loss scaler, the step
+// counters and the memory ledger, and sequences one training step:
+//   forward  — the user's module, on compute-dtype parameters
+//   backward — loss / GAS (× loss scale), autograd into the flat gradient buffer, accumulate
+//   step     — at accumulation boundaries: overflow check, unscale + clip, optimizer, write back
+//              16-bit parameters, LR schedule, counters, logs
 #pragma once
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "optim/lr_schedules.h"
+#include "precision/loss_scaler.h"
+#include "precision/overflow_summary.h"
 #include "util/memory_ledger.h"
+#include "zero/dtype_plan.h"
 #include "zero/flat_optimizer.h"
 #include "zero/flat_params.h"
+#include "zero/precision_buffers.h"
 
 namespace ds {
 
@@ -33,7 +42,7 @@ class Engine {
   Engine& operator=(Engine&&) noexcept;
   ~Engine();
 
-  // Scales by 1/GAS (as DeepSpeed) and runs autograd into the flat gradient buffer.
+  // Scales by 1/GAS (and the loss scale in fp16, as DeepSpeed) and runs autograd.
   void backward(const torch::Tensor& loss);
   // Call after every micro-batch; at an accumulation boundary it updates the parameters.
   void step();
@@ -43,8 +52,11 @@ class Engine {
   int64_t global_samples() const { return global_samples_; }
   int64_t micro_steps() const { return micro_steps_; }
   int64_t skipped_steps() const { return skipped_steps_; }
+  bool was_step_applied() const { return last_step_applied_; }
   std::vector<double> get_lr() const;
-  // The unscaled global gradient norm of the last step (-1 before the first, or when inf/NaN).
+  std::vector<std::array<double, 2>> get_mom() const;
+  double loss_scale() const { return scaler_->scale(); }
+  // The unscaled global gradient norm of the last step (-1 when not computed or inf/NaN).
   double get_global_grad_norm() const { return last_grad_norm_; }
   // Mean loss of the last completed global step (sum over micro-steps of loss/GAS).
   double last_loss() const { return last_loss_; }
@@ -58,33 +70,60 @@ class Engine {
   const Config& config() const { return config_; }
   torch::nn::Module& module() { return *module_; }
   torch::Device device() const { return device_; }
+  const zero::DtypePlan& dtypes() const { return plan_; }
   const zero::FlatParameters& flat_parameters() const { return *flat_; }
+  const zero::FlatOptimizer* optimizer() const { return optimizer_.get(); }
+  const precision::LossScaler& loss_scaler() const { return *scaler_; }
   const MemoryLedger& memory() const { return ledger_; }
   std::string memory_report() const;
 
  protected:
   // Called around the user's forward by ModelEngine::forward.
   void before_forward();
-  void after_forward() {}
+  void after_forward();
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Timings {  // milliseconds, for wall_clock_breakdown and the throughput line
+    double fwd = 0, bwd = 0, step = 0;            // this micro-step
+    double fwd_sum = 0, bwd_sum = 0, step_sum = 0;  // this global step
+    Clock::time_point fwd_start, step_start;
+    bool step_started = false;
+    double run_seconds = 0;                       // global steps after the first two
+  };
+
   void setup_parameters(const std::vector<ParamGroup>& groups);
   void setup_optimizer(const std::vector<ParamGroup>& groups);
+  void setup_schedule();
   void check_memory_budget() const;
-  double clip_gradients();
-  void report_progress() const;
+  void apply_schedule();
+  bool check_overflow(const std::vector<torch::Tensor>& grads);
+  double grad_norm(const std::vector<torch::Tensor>& grads) const;
+  void unscale_and_clip(std::vector<torch::Tensor>& grads);
+  void take_model_step();
+  void zero_grads();
+  void log_progress() const;
+  void log_timings(bool boundary) const;
+  void log_throughput(double step_seconds);
 
   std::shared_ptr<torch::nn::Module> module_;
   Config config_;
   torch::Device device_ = torch::kCPU;
+  zero::DtypePlan plan_;
   std::unique_ptr<zero::FlatParameters> flat_;
-  std::unique_ptr<zero::FlatAdamOptimizer> optimizer_;
+  std::unique_ptr<zero::PrecisionBuffers> precision_;
+  std::unique_ptr<zero::FlatOptimizer> optimizer_;
+  std::unique_ptr<optim::LrScheduler> scheduler_;
+  std::unique_ptr<precision::LossScaler> scaler_;
+  precision::OverflowSummary overflow_summary_;
   MemoryLedger ledger_;
+  Timings timings_;
 
   int64_t global_steps_ = 0;
   int64_t global_samples_ = 0;
   int64_t micro_steps_ = 0;
   int64_t skipped_steps_ = 0;
+  bool last_step_applied_ = false;
   double last_grad_norm_ = -1.0;
   double loss_accum_ = 0.0;  // sum over this step's micro-batches of loss/GAS
   double last_loss_ = 0.0;

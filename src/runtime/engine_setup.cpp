@@ -1,5 +1,6 @@
-// Engine construction: which features this build runs, where parameters live, the flat buffers,
-// the optimizer, and the memory budget checked before anything large is allocated.
+// Engine construction: which features this build runs, the dtype plan, where parameters live, the
+// flat buffers, optimizer, schedule and loss scaler, and the memory budget checked before anything
+// large is allocated.
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -23,16 +24,19 @@ void reject_unbuilt_features(const Config& c) {
                        " is not implemented in deepspeed.cpp yet; remove it from the config or "
                        "set it to its default");
   };
-  if (c.fp16.enabled) refuse("fp16.enabled", "fp16 mixed precision");
-  if (c.bf16.enabled) refuse("bf16.enabled", "bf16 mixed precision");
   if (c.zero_optimization.stage != 0)
     refuse("zero_optimization.stage", fmt::format("ZeRO stage {}", c.zero_optimization.stage));
-  if (c.optimizer) {
-    auto t = c.optimizer->type;
-    if (t != OptimizerType::Adam && t != OptimizerType::AdamW)
-      refuse("optimizer.type", fmt::format("optimizer \"{}\"", to_string(t)));
+  if (c.fp16.enabled && c.fp16.fp16_master_weights_and_grads)
+    refuse("fp16.fp16_master_weights_and_grads", "fp16 master weights");
+}
+
+torch::ScalarType to_scalar_type(DType t) {
+  switch (t) {
+    case DType::Fp16: return torch::kFloat16;
+    case DType::Bf16: return torch::kBFloat16;
+    case DType::Fp32: return torch::kFloat32;
   }
-  if (c.scheduler) refuse("scheduler.type", fmt::format("LR scheduler \"{}\"", to_string(c.scheduler->type)));
+  return torch::kFloat32;
 }
 
 // LibTorch 1.13 sizes its intra-op pool from physical cores as cpuinfo sees them, which on many
@@ -52,7 +56,62 @@ torch::Device pick_device() {
   return torch::kCPU;
 }
 
+// The dtype policy (docs/mixed_precision.md): 16-bit storage and communication; compute in the
+// model dtype on GPU, and on CPU in fp32 where LibTorch has no fast 16-bit GEMM.
+zero::DtypePlan resolve_dtype_plan(const Config& c, torch::Device device) {
+  zero::DtypePlan p;
+  p.model = c.fp16.enabled ? torch::kFloat16 : c.bf16.enabled ? torch::kBFloat16 : torch::kFloat32;
+  if (c.data_types.compute_dtype) {
+    p.compute = to_scalar_type(*c.data_types.compute_dtype);
+    p.compute_reason = "data_types.compute_dtype";
+  } else if (p.model == torch::kFloat32 || !device.is_cpu()) {
+    p.compute = p.model;
+  } else if (p.model == torch::kFloat16) {
+    p.compute = torch::kFloat32;
+    p.compute_reason = "CPU: LibTorch 1.13 has no fp16 GEMM";
+  } else if (detect_cpu_isa().avx512bf16) {
+    p.compute = torch::kBFloat16;
+    p.compute_reason = "CPU has AVX512-BF16";
+  } else {
+    p.compute = torch::kFloat32;
+    p.compute_reason = "CPU without AVX512-BF16: bf16 GEMM ~20x slower than fp32";
+  }
+  DS_CHECK(!(p.compute == torch::kFloat16 && device.is_cpu()), NotSupported,
+           "data_types.compute_dtype: fp16 compute needs a GPU (LibTorch 1.13 has no fp16 GEMM on CPU)");
+  // Accumulation: the configured dtype; by default fp32 for bf16 (DeepSpeed's bf16 pitfall, §8.3,
+  // avoided), the model dtype otherwise.
+  if (c.data_types.grad_accum_dtype) p.grad_accum = to_scalar_type(*c.data_types.grad_accum_dtype);
+  else p.grad_accum = p.model == torch::kBFloat16 ? torch::kFloat32 : p.model;
+  p.communication = to_scalar_type(c.effective_communication_data_type());
+  return p;
+}
+
+precision::ScalerFlavor scaler_flavor(const Config& c) {
+  if (c.zero_optimization.stage > 0) return precision::ScalerFlavor::Zero;
+  // DeepSpeed: FP16_Optimizer for fused bases (Adam/AdamW), FP16_UnfusedOptimizer otherwise.
+  const bool fused = !c.optimizer || c.optimizer->type == OptimizerType::Adam || c.optimizer->type == OptimizerType::AdamW;
+  return fused ? precision::ScalerFlavor::FusedFp16 : precision::ScalerFlavor::UnfusedFp16;
+}
+
 }  // namespace
+
+Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups)
+    : module_(std::move(module)), config_(std::move(config)) {
+  DS_CHECK(module_ != nullptr, Error, "ds::initialize: model is null");
+  DS_ASSERT(config_.train_batch_size == config_.train_micro_batch_size_per_gpu *
+                                            config_.gradient_accumulation_steps * world_size(),
+            "batch triple was resolved for a different world size");
+  setup_parameters(groups);
+  setup_optimizer(groups);
+  setup_schedule();
+  scaler_ = config_.fp16.enabled ? precision::make_loss_scaler(config_.fp16, scaler_flavor(config_))
+                                 : precision::make_unit_loss_scaler();
+  log::info("engine ready: {} trainable parameters in {} flat group(s) on {}; batch {} = micro {} x GAS {} x world {}",
+            flat_->numel(), flat_->groups().size(), device_.str(), config_.train_batch_size,
+            config_.train_micro_batch_size_per_gpu, config_.gradient_accumulation_steps, world_size());
+  log::info("{}", plan_.table());
+  if (config_.steps_per_print) log_progress();
+}
 
 void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
   reject_unbuilt_features(config_);
@@ -63,7 +122,7 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
                        ws));
   device_ = pick_device();
   if (device_.is_cpu()) configure_cpu_threads();
-  module_->to(device_);
+  plan_ = resolve_dtype_plan(config_, device_);
 
   // Trainable parameters in model order, each distinct tensor once (shared ones under the first name).
   std::unordered_map<std::string, int> group_of;
@@ -73,6 +132,9 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
         throw ConfigError("param_groups", fmt::format("parameter '{}' is listed in more than one group", name));
     }
   }
+  check_memory_budget();  // before anything is cast or copied
+  // The module computes in plan_.compute; PrecisionBuffers keeps the model-dtype storage.
+  module_->to(device_, plan_.compute);
   std::vector<zero::NamedParam> named;
   std::unordered_set<const void*> seen;
   std::unordered_set<std::string> found;
@@ -101,32 +163,35 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
                         fmt::format("group {} names '{}', which is not a parameter of the model", g, name));
   }
   DS_CHECK(!named.empty(), Error, "the model has no trainable parameters");
-  for (const auto& np : named) {
-    DS_CHECK(np.param.scalar_type() == torch::kFloat32, NotSupported,
-             fmt::format("parameter '{}' is {}; this build trains fp32 parameters only", np.name,
-                         c10::toString(np.param.scalar_type())));
-  }
 
-  check_memory_budget();  // before the flat buffers double anything
   flat_ = std::make_unique<zero::FlatParameters>(zero::FlatParameters::build(named, {}));
-  ledger_.add(Tier::Device, MemKind::Params, flat_->param_bytes());
+  // Compute-dtype parameters: the storage itself when dtypes agree, else a compute copy (buffers).
+  ledger_.add(Tier::Device, plan_.model == plan_.compute ? MemKind::Params : MemKind::Buffers, flat_->param_bytes());
   ledger_.add(Tier::Device, MemKind::Grads, flat_->grad_bytes());
+  precision_ = std::make_unique<zero::PrecisionBuffers>(*flat_, plan_, ledger_, Tier::Device);
   for (const auto& b : module_->buffers(true)) ledger_.add(Tier::Device, MemKind::Buffers, b.numel() * b.element_size());
 }
 
 void Engine::setup_optimizer(const std::vector<ParamGroup>& groups) {
   if (!config_.optimizer) return;
-  const auto& p = config_.optimizer->params;
-  zero::FlatAdamOptions o;
-  o.defaults.lr = p.lr;
-  o.defaults.beta1 = p.betas[0];
-  o.defaults.beta2 = p.betas[1];
-  o.defaults.eps = p.eps;
-  o.defaults.weight_decay = p.weight_decay;
-  o.defaults.adamw_mode = config_.optimizer->decoupled_weight_decay();
-  o.defaults.bias_correction = p.bias_correction;
-  for (const auto& g : groups) o.groups.push_back({g.lr, g.weight_decay});
-  optimizer_ = std::make_unique<zero::FlatAdamOptimizer>(*flat_, std::move(o), ledger_, Tier::Device);
+  std::vector<zero::GroupHyperparams> overrides;
+  for (const auto& g : groups) overrides.push_back({g.lr, g.weight_decay});
+  std::vector<torch::Tensor> storage;
+  for (size_t g = 0; g < flat_->groups().size(); ++g) storage.push_back(precision_->storage(g));
+  optimizer_ = std::make_unique<zero::FlatOptimizer>(*config_.optimizer, overrides, flat_->groups(), storage,
+                                                     ledger_, Tier::Device);
+}
+
+void Engine::setup_schedule() {
+  if (!config_.scheduler) return;
+  if (!optimizer_)
+    throw ConfigError("scheduler", "an LR schedule needs an optimizer; add an \"optimizer\" section");
+  std::vector<optim::GroupLr> base;
+  const auto lrs = optimizer_->lrs();
+  const auto betas = optimizer_->betas();
+  for (size_t g = 0; g < lrs.size(); ++g) base.push_back({lrs[g], betas[g]});
+  scheduler_ = optim::LrScheduler::create(*config_.scheduler, std::move(base), optim::has_betas(config_.optimizer->type));
+  apply_schedule();  // construction sets the initial lr (e.g. warmup_min_lr), as DeepSpeed's does
 }
 
 void Engine::check_memory_budget() const {
@@ -134,13 +199,19 @@ void Engine::check_memory_budget() const {
   int64_t numel = 0;
   for (const auto& p : module_->parameters(true))
     if (p.requires_grad()) numel += p.numel();
-  // Still to allocate: the flat copy of the parameters (transient), gradients, Adam's two moments.
-  const uint64_t need = static_cast<uint64_t>(numel) * 4 * (1 + 1 + (config_.optimizer ? 2 : 0));
+  // Still to allocate, per parameter: the flat compute copy and its gradient (compute dtype), the
+  // model-dtype storage and accumulation buffer when they differ, fp32 master and optimizer state.
+  const uint64_t cs = c10::elementSize(plan_.compute), ms = c10::elementSize(plan_.model);
+  uint64_t per = 2 * cs;
+  if (plan_.model != plan_.compute) per += ms;
+  if (plan_.model != plan_.compute || plan_.grad_accum != plan_.compute) per += c10::elementSize(plan_.grad_accum);
+  if (config_.optimizer) per += (plan_.model != torch::kFloat32 ? 4 : 0) + 8;
+  const uint64_t need = static_cast<uint64_t>(numel) * per;
   const uint64_t avail = mem_available_bytes();
   DS_CHECK(avail == 0 || need <= avail, OutOfMemory,
            fmt::format("the model has {} trainable parameters; the engine needs {} more for flat "
-                       "parameters, gradients and optimizer state, but only {} of RAM is available. "
-                       "Use a smaller model (or, once available, ZeRO offload)",
+                       "parameters, gradients, master weights and optimizer state, but only {} of RAM "
+                       "is available. Use a smaller model (or, once available, ZeRO offload)",
                        numel, format_bytes(need), format_bytes(avail)));
 }
 

@@ -1,81 +1,171 @@
 #include "zero/flat_optimizer.h"
 
-#include <cmath>
+#include <fmt/format.h>
 
+#include <cmath>
+#include <span>
+
+#include "optim/adagrad.h"
+#include "optim/adam.h"
+#include "optim/lamb.h"
+#include "optim/lion.h"
+#include "optim/sgd.h"
 #include "util/error.h"
 
 namespace ds::zero {
 namespace {
 
-// The same update with tensor ops, for parameters on an accelerator (CPU uses the span kernel).
-void adam_update_tensors(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
-                         const optim::AdamHyperparams& h, const optim::AdamStepState& s) {
-  const double bc1 = h.bias_correction ? 1.0 - s.beta1_t() : 1.0;
-  const double bc2 = h.bias_correction ? 1.0 / std::sqrt(1.0 - s.beta2_t()) : 1.0;
-  torch::Tensor grad = g;
-  if (!h.adamw_mode && h.weight_decay > 0) grad = g.add(p, h.weight_decay);
-  m.mul_(h.beta1).add_(grad, 1.0 - h.beta1);
-  v.mul_(h.beta2).addcmul_(grad, grad, 1.0 - h.beta2);
-  auto denom = v.sqrt().mul_(bc2).add_(h.eps);
-  if (h.adamw_mode && h.weight_decay > 0) p.mul_(1.0 - h.lr * h.weight_decay);
-  p.addcdiv_(m, denom, -h.lr / bc1);
+std::vector<std::string> state_names(OptimizerType t, const OptimizerParams& p) {
+  switch (t) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW:
+    case OptimizerType::Lamb: return {"exp_avg", "exp_avg_sq"};
+    case OptimizerType::SGD: return p.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+    case OptimizerType::Adagrad: return {"sum"};
+    case OptimizerType::Lion: return {"exp_avg"};
+  }
+  return {};
 }
+
+float* f32(const torch::Tensor& t) { return t.data_ptr<float>(); }
 
 }  // namespace
 
-FlatAdamOptimizer::FlatAdamOptimizer(FlatParameters& flat, FlatAdamOptions options,
-                                     MemoryLedger& ledger, Tier tier)
-    : flat_(flat) {
+FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
+                             const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
+                             MemoryLedger& ledger, Tier tier)
+    : config_(config) {
+  DS_ASSERT(layout.size() == storage.size(), "one storage tensor per flat group");
   torch::NoGradGuard no_grad;
-  for (auto& fg : flat_.groups()) {
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const FlatGroup& fg = layout[i];
     Group g;
-    g.hp = options.defaults;
-    if (static_cast<size_t>(fg.param_group) < options.groups.size()) {
-      const auto& over = options.groups[fg.param_group];
-      if (over.lr) g.hp.lr = *over.lr;
-      if (over.weight_decay) g.hp.weight_decay = *over.weight_decay;
+    g.hp = config.params;
+    if (static_cast<size_t>(fg.param_group) < overrides.size()) {
+      const auto& o = overrides[fg.param_group];
+      if (o.lr) g.hp.lr = *o.lr;
+      if (o.weight_decay) g.hp.weight_decay = *o.weight_decay;
     }
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(fg.params.device());
-    g.master_aliases_params = fg.dtype == torch::kFloat32;
-    g.master = g.master_aliases_params ? fg.params : fg.params.to(torch::kFloat32).contiguous();
-    g.exp_avg = torch::zeros({fg.padded_numel}, f32);
-    g.exp_avg_sq = torch::zeros({fg.padded_numel}, f32);
-    const uint64_t state_bytes = 2ull * fg.padded_numel * sizeof(float);
-    ledger.add(tier, MemKind::OptimizerState, state_bytes);
-    if (!g.master_aliases_params) ledger.add(tier, MemKind::Master, fg.padded_numel * sizeof(float));
+    DS_CHECK(storage[i].is_cpu(), NotSupported,
+             "the flat optimizer kernels run on CPU tensors; accelerator master weights arrive with the CUDA build");
+    g.master_aliases = storage[i].scalar_type() == torch::kFloat32;
+    g.master = g.master_aliases ? storage[i] : storage[i].to(torch::kFloat32).contiguous();
+    if (!g.master_aliases) ledger.add(tier, MemKind::Master, g.master.numel() * sizeof(float));
+    for (const auto& name : state_names(config.type, g.hp)) {
+      g.state[name] = torch::zeros({fg.padded_numel}, g.master.options());
+      ledger.add(tier, MemKind::OptimizerState, fg.padded_numel * sizeof(float));
+    }
+    if (config.type == OptimizerType::Adagrad) {
+      auto h = optim::AdagradHyperparams::from_config(g.hp);
+      optim::adagrad_init_state(f32(g.state["sum"]), fg.padded_numel, h);
+    }
+    for (const auto& s : fg.slots) g.segments.emplace_back(s.offset, s.numel);
     groups_.push_back(std::move(g));
   }
-}
-
-void FlatAdamOptimizer::step() {
-  torch::NoGradGuard no_grad;
-  state_.advance(state_.step() + 1, groups_.empty() ? 0.9 : groups_[0].hp.beta1,
-                 groups_.empty() ? 0.999 : groups_[0].hp.beta2);
-  auto& fgs = flat_.groups();
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    Group& g = groups_[i];
-    FlatGroup& fg = fgs[i];
-    torch::Tensor grad = fg.grads.scalar_type() == torch::kFloat32 ? fg.grads : fg.grads.to(torch::kFloat32);
-    DS_ASSERT(g.master.is_contiguous() && grad.is_contiguous(), "flat spans must be contiguous");
-    if (g.master.is_cpu()) {
-      optim::adam_update(g.master.data_ptr<float>(), grad.data_ptr<float>(), g.exp_avg.data_ptr<float>(),
-                         g.exp_avg_sq.data_ptr<float>(), fg.padded_numel, g.hp, state_);
-    } else {
-      adam_update_tensors(g.master, grad, g.exp_avg, g.exp_avg_sq, g.hp, state_);
+  // Validate hyperparameters now (the kernels' from_config throw ConfigError), not at step 1.
+  for (auto& g : groups_) {
+    switch (config_.type) {
+      case OptimizerType::SGD: (void)optim::SgdHyperparams::from_config(g.hp); break;
+      case OptimizerType::Adagrad: (void)optim::AdagradHyperparams::from_config(g.hp); break;
+      case OptimizerType::Lamb: (void)optim::LambHyperparams::from_config(g.hp); break;
+      case OptimizerType::Lion: (void)optim::LionHyperparams::from_config(g.hp); break;
+      default: break;
     }
-    if (!g.master_aliases_params) fg.params.copy_(g.master);
   }
 }
 
-std::vector<double> FlatAdamOptimizer::lrs() const {
+void FlatOptimizer::step(const std::vector<torch::Tensor>& grads) {
+  DS_ASSERT(grads.size() == groups_.size(), "one gradient span per group");
+  torch::NoGradGuard no_grad;
+  ++steps_;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    DS_ASSERT(grads[i].scalar_type() == torch::kFloat32 && grads[i].is_contiguous() &&
+                  grads[i].numel() == groups_[i].master.numel(),
+              "gradient spans must be contiguous fp32 of the group's length");
+    step_group(groups_[i], grads[i]);
+  }
+}
+
+void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
+  const int64_t n = g.master.numel();
+  float* p = f32(g.master);
+  const float* gr = grad.data_ptr<float>();
+  switch (config_.type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW: {
+      optim::AdamHyperparams h;
+      h.lr = g.hp.lr;
+      h.beta1 = g.hp.betas[0];
+      h.beta2 = g.hp.betas[1];
+      h.eps = g.hp.eps;
+      h.weight_decay = g.hp.weight_decay;
+      h.bias_correction = g.hp.bias_correction;
+      h.adamw_mode = config_.type == OptimizerType::AdamW || g.hp.adam_w_mode;
+      optim::AdamStepState s;
+      // Per-group beta powers: one fp32 multiply per step, pow() when betas change (DeepSpeed).
+      const float b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
+      g.adam_step += 1;
+      if (b1 == g.beta1 && b2 == g.beta2) {
+        g.beta1_t *= b1;
+        g.beta2_t *= b2;
+      } else {
+        g.beta1_t = static_cast<float>(std::pow(h.beta1, static_cast<double>(g.adam_step)));
+        g.beta2_t = static_cast<float>(std::pow(h.beta2, static_cast<double>(g.adam_step)));
+        g.beta1 = b1;
+        g.beta2 = b2;
+      }
+      s.set(g.adam_step, g.beta1_t, g.beta2_t);
+      optim::adam_update(p, gr, f32(g.state["exp_avg"]), f32(g.state["exp_avg_sq"]), n, h, s);
+      break;
+    }
+    case OptimizerType::SGD: {
+      auto h = optim::SgdHyperparams::from_config(g.hp);
+      optim::SgdState s{steps_ > 1};
+      float* buf = g.state.count("momentum_buffer") ? f32(g.state["momentum_buffer"]) : nullptr;
+      optim::sgd_update(p, gr, buf, n, h, s);
+      break;
+    }
+    case OptimizerType::Adagrad: {
+      auto h = optim::AdagradHyperparams::from_config(g.hp);
+      optim::adagrad_update(p, gr, f32(g.state["sum"]), n, h, optim::AdagradState{steps_});
+      break;
+    }
+    case OptimizerType::Lamb: {
+      auto h = optim::LambHyperparams::from_config(g.hp);
+      std::vector<optim::LambSegment> segs;
+      for (auto [off, len] : g.segments) segs.push_back({off, len});
+      optim::lamb_update(p, gr, f32(g.state["exp_avg"]), f32(g.state["exp_avg_sq"]), n, segs, h,
+                         optim::LambState{steps_});
+      break;
+    }
+    case OptimizerType::Lion: {
+      auto h = optim::LionHyperparams::from_config(g.hp);
+      optim::lion_update(p, gr, f32(g.state["exp_avg"]), n, h);
+      break;
+    }
+  }
+}
+
+std::vector<double> FlatOptimizer::lrs() const {
   std::vector<double> out;
   for (const auto& g : groups_) out.push_back(g.hp.lr);
   return out;
 }
 
-void FlatAdamOptimizer::set_lr(size_t group, double lr) {
+std::vector<std::array<double, 2>> FlatOptimizer::betas() const {
+  std::vector<std::array<double, 2>> out;
+  for (const auto& g : groups_) out.push_back(g.hp.betas);
+  return out;
+}
+
+void FlatOptimizer::set_lr(size_t group, double lr) {
   DS_ASSERT(group < groups_.size(), "group index out of range");
   groups_[group].hp.lr = lr;
+}
+
+void FlatOptimizer::set_betas(size_t group, std::array<double, 2> betas) {
+  DS_ASSERT(group < groups_.size(), "group index out of range");
+  groups_[group].hp.betas = betas;
 }
 
 }  // namespace ds::zero

@@ -1,60 +1,69 @@
 // The optimizer over flat groups: per group an fp32 master span (the parameters themselves when
-// they are fp32, else an fp32 copy written back after each step), and fp32 optimizer state in
-// flat buffers of the same length. Stage 0 runs it on whole groups; ZeRO runs it on partitions.
+// they are fp32, else an fp32 copy) and its state spans (Adam's two moments, SGD's momentum,
+// Adagrad's sum, ...), all [padded_numel]. It steps from fp32 gradient spans the caller hands in
+// (already unscaled and clipped), so stage 0, ZeRO partitions and offload tiers share it.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "optim/adam.h"
+#include "config/optimizer_config.h"
 #include "util/memory_ledger.h"
 #include "zero/flat_params.h"
 
 namespace ds::zero {
 
-// Per param-group settings; unset fields take the optimizer's defaults.
+// Per param-group settings; unset fields take the optimizer's config values.
 struct GroupHyperparams {
   std::optional<double> lr;
   std::optional<double> weight_decay;
 };
 
-struct FlatAdamOptions {
-  optim::AdamHyperparams defaults;
-  std::vector<GroupHyperparams> groups;  // indexed by FlatGroup::param_group; may be shorter
-};
-
-class FlatAdamOptimizer {
+class FlatOptimizer {
  public:
-  FlatAdamOptimizer(FlatParameters& flat, FlatAdamOptions options, MemoryLedger& ledger, Tier tier);
+  // `storage[g]` holds group g's parameters in the model dtype ([padded_numel]); the master copy is
+  // made from it (or aliases it when fp32). `layout` gives the parameter segments (Lamb's norms).
+  FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
+                const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
+                MemoryLedger& ledger, Tier tier);
 
-  // One Adam step over every group from its gradient buffer (already averaged and clipped).
-  void step();
+  // One step of every group from fp32 gradient spans [padded_numel], one per group.
+  void step(const std::vector<torch::Tensor>& fp32_grads);
 
-  // Learning rate per FlatGroup (what get_lr reports; schedulers set it).
-  std::vector<double> lrs() const;
-  void set_lr(size_t group, double lr);
+  OptimizerType type() const { return config_.type; }
   size_t num_groups() const { return groups_.size(); }
-  std::int64_t step_count() const { return state_.step(); }
+  int64_t step_count() const { return steps_; }
+  std::vector<double> lrs() const;
+  std::vector<std::array<double, 2>> betas() const;
+  void set_lr(size_t group, double lr);
+  void set_betas(size_t group, std::array<double, 2> betas);
 
-  // Optimizer state tensors of a group, for checkpoints and tests.
   const torch::Tensor& master(size_t g) const { return groups_[g].master; }
-  const torch::Tensor& exp_avg(size_t g) const { return groups_[g].exp_avg; }
-  const torch::Tensor& exp_avg_sq(size_t g) const { return groups_[g].exp_avg_sq; }
+  bool master_aliases_storage(size_t g) const { return groups_[g].master_aliases; }
+  // Named state spans of group g ("exp_avg", "exp_avg_sq", "momentum_buffer", "sum").
+  const std::map<std::string, torch::Tensor>& state(size_t g) const { return groups_[g].state; }
 
  private:
   struct Group {
-    optim::AdamHyperparams hp;
-    torch::Tensor master;      // fp32 [padded_numel]; aliases FlatGroup::params when fp32
-    torch::Tensor exp_avg;     // fp32 [padded_numel]
-    torch::Tensor exp_avg_sq;  // fp32 [padded_numel]
-    bool master_aliases_params = false;
+    OptimizerParams hp;                          // effective hyperparameters of this group
+    torch::Tensor master;                        // fp32 [padded_numel]
+    bool master_aliases = false;
+    std::map<std::string, torch::Tensor> state;  // fp32 [padded_numel] each
+    std::vector<std::pair<int64_t, int64_t>> segments;  // (offset, numel) per parameter
+    // Scalar state kept per group so groups with different betas stay exact.
+    float beta1_t = 1.0f, beta2_t = 1.0f, beta1 = 0.0f, beta2 = 0.0f;
+    int64_t adam_step = 0;
   };
-  FlatParameters& flat_;
+  void step_group(Group& g, const torch::Tensor& grad);
+
+  OptimizerConfig config_;
   std::vector<Group> groups_;
-  optim::AdamStepState state_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace ds::zero

@@ -122,8 +122,7 @@ void expect_error_mentions(const std::string& extra, const std::string& needle) 
 
 TEST(Engine, FeaturesNotBuiltYetAreRefusedByConfigPath) {
   expect_error_mentions(R"(, "zero_optimization": {"stage": 2})", "zero_optimization.stage");
-  expect_error_mentions(R"(, "fp16": {"enabled": true})", "fp16.enabled");
-  expect_error_mentions(R"(, "bf16": {"enabled": true})", "bf16.enabled");
+  expect_error_mentions(R"(, "zero_optimization": {"stage": 1})", "ZeRO stage 1");
 }
 
 TEST(Engine, StepWithoutOptimizerNamesTheMissingSection) {
