@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "config/loader.h"
 #include "runtime/engine.h"
+#include "runtime/param_groups.h"
 #include "runtime/world.h"
 
 namespace ds {

@@ -23,12 +23,6 @@ class AdamStepState {
  public:
   // Advances to `step` (1-based) for these betas; returns nothing, read beta1_t()/beta2_t().
   void advance(std::int64_t step, double beta1, double beta2);
-  // Sets the state directly (callers that keep beta powers per group).
-  void set(std::int64_t step, float beta1_t, float beta2_t) {
-    step_ = step;
-    beta1_t_ = beta1_t;
-    beta2_t_ = beta2_t;
-  }
   std::int64_t step() const { return step_; }
   float beta1_t() const { return beta1_t_; }
   float beta2_t() const { return beta2_t_; }

@@ -178,8 +178,9 @@ void Engine::setup_optimizer(const std::vector<ParamGroup>& groups) {
   for (const auto& g : groups) overrides.push_back({g.lr, g.weight_decay});
   std::vector<torch::Tensor> storage;
   for (size_t g = 0; g < flat_->groups().size(); ++g) storage.push_back(precision_->storage(g));
+  // Stage 0 calls the kernel per tensor, as DeepSpeed does (decides beta^t rounding, reference §19).
   optimizer_ = std::make_unique<zero::FlatOptimizer>(*config_.optimizer, overrides, flat_->groups(), storage,
-                                                     ledger_, Tier::Device);
+                                                     ledger_, Tier::Device, zero::KernelCalls::PerTensor);
 }
 
 void Engine::setup_schedule() {

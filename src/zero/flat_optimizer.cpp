@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <span>
 
 #include "optim/adagrad.h"
@@ -33,8 +32,8 @@ float* f32(const torch::Tensor& t) { return t.data_ptr<float>(); }
 
 FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                              const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
-                             MemoryLedger& ledger, Tier tier)
-    : config_(config) {
+                             MemoryLedger& ledger, Tier tier, KernelCalls calls)
+    : config_(config), calls_(calls) {
   DS_ASSERT(layout.size() == storage.size(), "one storage tensor per flat group");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < layout.size(); ++i) {
@@ -101,21 +100,17 @@ void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
       h.weight_decay = g.hp.weight_decay;
       h.bias_correction = g.hp.bias_correction;
       h.adamw_mode = config_.type == OptimizerType::AdamW || g.hp.adam_w_mode;
-      optim::AdamStepState s;
-      // Per-group beta powers: one fp32 multiply per step, pow() when betas change (DeepSpeed).
-      const float b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
-      g.adam_step += 1;
-      if (b1 == g.beta1 && b2 == g.beta2) {
-        g.beta1_t *= b1;
-        g.beta2_t *= b2;
+      float* m = f32(g.state["exp_avg"]);
+      float* v = f32(g.state["exp_avg_sq"]);
+      if (calls_ == KernelCalls::PerPartition) {
+        adam_state_.advance(steps_, h.beta1, h.beta2);
+        optim::adam_update(p, gr, m, v, n, h, adam_state_);
       } else {
-        g.beta1_t = static_cast<float>(std::pow(h.beta1, static_cast<double>(g.adam_step)));
-        g.beta2_t = static_cast<float>(std::pow(h.beta2, static_cast<double>(g.adam_step)));
-        g.beta1 = b1;
-        g.beta2 = b2;
+        for (auto [off, len] : g.segments) {
+          adam_state_.advance(steps_, h.beta1, h.beta2);
+          optim::adam_update(p + off, gr + off, m + off, v + off, len, h, adam_state_);
+        }
       }
-      s.set(g.adam_step, g.beta1_t, g.beta2_t);
-      optim::adam_update(p, gr, f32(g.state["exp_avg"]), f32(g.state["exp_avg_sq"]), n, h, s);
       break;
     }
     case OptimizerType::SGD: {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/optimizer_config.h"
+#include "optim/adam.h"
 #include "util/memory_ledger.h"
 #include "zero/flat_params.h"
 
@@ -24,13 +25,18 @@ struct GroupHyperparams {
   std::optional<double> weight_decay;
 };
 
+// How DeepSpeed calls its Adam kernel, which decides how beta^t is rounded (reference §19): stage 0
+// once per parameter tensor (the first tensor of a step advances beta^t by an fp32 multiply, the
+// rest recompute it with pow()), ZeRO stages once per flat partition.
+enum class KernelCalls { PerTensor, PerPartition };
+
 class FlatOptimizer {
  public:
   // `storage[g]` holds group g's parameters in the model dtype ([padded_numel]); the master copy is
   // made from it (or aliases it when fp32). `layout` gives the parameter segments (Lamb's norms).
   FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                 const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
-                MemoryLedger& ledger, Tier tier);
+                MemoryLedger& ledger, Tier tier, KernelCalls calls = KernelCalls::PerPartition);
 
   // One step of every group from fp32 gradient spans [padded_numel], one per group.
   void step(const std::vector<torch::Tensor>& fp32_grads);
@@ -55,13 +61,12 @@ class FlatOptimizer {
     bool master_aliases = false;
     std::map<std::string, torch::Tensor> state;  // fp32 [padded_numel] each
     std::vector<std::pair<int64_t, int64_t>> segments;  // (offset, numel) per parameter
-    // Scalar state kept per group so groups with different betas stay exact.
-    float beta1_t = 1.0f, beta2_t = 1.0f, beta1 = 0.0f, beta2 = 0.0f;
-    int64_t adam_step = 0;
   };
   void step_group(Group& g, const torch::Tensor& grad);
 
   OptimizerConfig config_;
+  KernelCalls calls_;
+  optim::AdamStepState adam_state_;  // one per optimizer object, as DeepSpeed's CPU Adam
   std::vector<Group> groups_;
   int64_t steps_ = 0;
 };
