@@ -3,26 +3,18 @@
 #include <cmath>
 #include <string>
 
+#include "optim/hyperparam_checks.h"
 #include "util/error.h"
 
 namespace ds::optim {
 
-namespace {
-void check_non_negative(double v, const char* key, const char* what) {
-  if (!(v >= 0.0)) {
-    throw ConfigError(std::string("optimizer.params.") + key,
-                      std::string("invalid ") + what + " " + std::to_string(v) +
-                          " for Adagrad (torch.optim.Adagrad requires >= 0)");
-  }
-}
-}  // namespace
 
 AdagradHyperparams AdagradHyperparams::from_config(const OptimizerParams& p) {
-  check_non_negative(p.lr, "lr", "learning rate");
-  check_non_negative(p.lr_decay, "lr_decay", "lr_decay value");
-  check_non_negative(p.weight_decay, "weight_decay", "weight_decay value");
-  check_non_negative(p.initial_accumulator_value, "initial_accumulator_value", "initial_accumulator_value");
-  check_non_negative(p.eps, "eps", "epsilon value");
+  require_non_negative(p.lr, "lr", "learning rate", "Adagrad");
+  require_non_negative(p.lr_decay, "lr_decay", "lr_decay value", "Adagrad");
+  require_non_negative(p.weight_decay, "weight_decay", "weight_decay value", "Adagrad");
+  require_non_negative(p.initial_accumulator_value, "initial_accumulator_value", "initial_accumulator_value", "Adagrad");
+  require_non_negative(p.eps, "eps", "epsilon value", "Adagrad");
   AdagradHyperparams h;
   h.lr = p.lr;
   h.lr_decay = p.lr_decay;

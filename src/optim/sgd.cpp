@@ -3,24 +3,16 @@
 #include <cmath>
 #include <string>
 
+#include "optim/hyperparam_checks.h"
 #include "util/error.h"
 
 namespace ds::optim {
 
-namespace {
-void check_non_negative(double v, const char* key, const char* what) {
-  if (!(v >= 0.0)) {
-    throw ConfigError(std::string("optimizer.params.") + key,
-                      std::string("invalid ") + what + " " + std::to_string(v) +
-                          " for SGD (torch.optim.SGD requires >= 0)");
-  }
-}
-}  // namespace
 
 SgdHyperparams SgdHyperparams::from_config(const OptimizerParams& p) {
-  check_non_negative(p.lr, "lr", "learning rate");
-  check_non_negative(p.momentum, "momentum", "momentum value");
-  check_non_negative(p.weight_decay, "weight_decay", "weight_decay value");
+  require_non_negative(p.lr, "lr", "learning rate", "SGD");
+  require_non_negative(p.momentum, "momentum", "momentum value", "SGD");
+  require_non_negative(p.weight_decay, "weight_decay", "weight_decay value", "SGD");
   if (p.nesterov && !(p.momentum > 0.0 && p.dampening == 0.0)) {
     throw ConfigError("optimizer.params.nesterov",
                       "Nesterov momentum requires a momentum and zero dampening (got momentum " +

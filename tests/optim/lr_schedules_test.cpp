@@ -2,6 +2,7 @@
 // formula of reference §9.2 written out again here in double, plus the expectations of DeepSpeed's
 // tests/unit/runtime/test_lr_schedulers.py. OneCycle and LRRangeTest: lr_cycle_schedules_test.cpp.
 #include "optim/lr_schedules.h"
+#include "lr_schedule_test_util.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
@@ -19,16 +20,7 @@
 namespace ds::optim {
 namespace {
 
-std::vector<GroupLr> base_groups(std::vector<double> lrs) {
-  std::vector<GroupLr> g;
-  for (double lr : lrs) g.push_back({lr, {0.9, 0.999}});
-  return g;
-}
-
-std::unique_ptr<LrScheduler> make(SchedulerType type, const SchedulerParams& p,
-                                  std::vector<GroupLr> base = base_groups({0.1})) {
-  return LrScheduler::create(SchedulerConfig{type, p}, std::move(base));
-}
+using namespace ds::optim::test_util;
 
 // lr of group 0 after each of `steps` step() calls (index k: last_batch_iteration == k).
 std::vector<double> lrs_after_steps(LrScheduler& s, int steps) {
@@ -39,36 +31,6 @@ std::vector<double> lrs_after_steps(LrScheduler& s, int steps) {
   }
   return out;
 }
-
-std::string config_error_path(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.path();
-  }
-  return "<no ConfigError>";
-}
-
-// Captures the project's warnings for one test.
-class WarningCapture {
- public:
-  WarningCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(32)) {
-    log::logger().sinks().push_back(sink_);
-  }
-  ~WarningCapture() {
-    auto& sinks = log::logger().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  bool saw(const std::string& text) const {
-    for (const auto& line : sink_->last_formatted()) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
 
 // ---- reference formulas (§9.2) -------------------------------------------------------------
 

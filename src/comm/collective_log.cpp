@@ -1,0 +1,93 @@
+// The ring of the last collectives (see collective_log.h).
+#include "comm/collective_log.h"
+
+#include <cstdio>
+
+namespace ds::comm {
+
+std::string_view to_string(CollectiveState s) noexcept {
+  switch (s) {
+    case CollectiveState::Queued: return "queued";
+    case CollectiveState::Running: return "running";
+    case CollectiveState::Done: return "done";
+    case CollectiveState::Failed: return "FAILED";
+  }
+  return "?";
+}
+
+std::string format_record(const CollectiveRecord& r) {
+  std::string s = "#" + std::to_string(r.seq) + " " + std::string(to_string(r.op));
+  if (r.op == OpKind::AllReduce || r.op == OpKind::ReduceScatter) s += " " + std::string(to_string(r.reduce));
+  if (r.op != OpKind::Barrier) s += " " + format_bytes(r.bytes) + " " + std::string(to_string(r.type));
+  if (!r.tag.empty()) s += " tag=" + r.tag;
+  char t[64];
+  std::snprintf(t, sizeof t, " %s %.3f s", std::string(to_string(r.state)).c_str(), r.duration_s);
+  return s + t;
+}
+
+CollectiveLog::CollectiveLog() : origin_(Clock::now()) {}
+
+double CollectiveLog::since_origin(Clock::time_point t) const {
+  return std::chrono::duration<double>(t - origin_).count();
+}
+
+uint64_t CollectiveLog::begin(OpKind op, int64_t bytes, ElemType type, ReduceOp reduce,
+                              std::string_view tag) {
+  std::lock_guard lock(mu_);
+  const uint64_t seq = next_seq_++;
+  Slot& slot = ring_[seq % kCapacity];
+  const auto now = Clock::now();
+  slot.rec = CollectiveRecord{seq, op, bytes, type, reduce, std::string(tag), CollectiveState::Queued,
+                              since_origin(now), 0.0};
+  slot.started = now;
+  return seq;
+}
+
+CollectiveLog::Slot* CollectiveLog::find(uint64_t seq) {
+  Slot& slot = ring_[seq % kCapacity];
+  return slot.rec.seq == seq ? &slot : nullptr;
+}
+
+void CollectiveLog::mark_running(uint64_t seq) {
+  std::lock_guard lock(mu_);
+  if (Slot* s = find(seq)) {
+    s->rec.state = CollectiveState::Running;
+    s->started = Clock::now();
+  }
+}
+
+void CollectiveLog::finish(uint64_t seq, bool ok) {
+  std::lock_guard lock(mu_);
+  if (Slot* s = find(seq)) {
+    s->rec.state = ok ? CollectiveState::Done : CollectiveState::Failed;
+    s->rec.duration_s = std::chrono::duration<double>(Clock::now() - s->started).count();
+  }
+}
+
+std::vector<CollectiveRecord> CollectiveLog::last() const {
+  std::lock_guard lock(mu_);
+  std::vector<CollectiveRecord> out;
+  const uint64_t first = next_seq_ > kCapacity ? next_seq_ - kCapacity : 1;
+  const auto now = Clock::now();
+  for (uint64_t seq = first; seq < next_seq_; ++seq) {
+    const Slot& s = ring_[seq % kCapacity];
+    CollectiveRecord r = s.rec;
+    if (r.state == CollectiveState::Running)
+      r.duration_s = std::chrono::duration<double>(now - s.started).count();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string CollectiveLog::format() const {
+  std::string out;
+  for (const auto& r : last()) out += "  " + format_record(r) + "\n";
+  return out.empty() ? "  (no collectives yet)\n" : out;
+}
+
+uint64_t CollectiveLog::last_seq() const {
+  std::lock_guard lock(mu_);
+  return next_seq_ - 1;
+}
+
+}  // namespace ds::comm

@@ -1,0 +1,217 @@
+// Native and ring implementations of the collectives over MPI (see mpi_collectives.h).
+#include "comm/mpi_collectives.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <new>
+
+#include "comm/kernels.h"
+#include "util/error.h"
+
+namespace ds::comm {
+namespace {
+
+constexpr int kTag = 7317;                       // ring point-to-point traffic on our own comm
+constexpr int64_t kMaxMessage = int64_t(1) << 30;  // bytes per MPI call (counts are int)
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+char* ptr(void* p, int64_t elems, std::size_t es) { return static_cast<char*>(p) + elems * int64_t(es); }
+const char* ptr(const void* p, int64_t elems, std::size_t es) {
+  return static_cast<const char*>(p) + elems * int64_t(es);
+}
+
+struct Ring {
+  const MpiRunContext& ctx;
+  const Collective& c;
+  int right() const { return (ctx.rank + 1) % ctx.size; }
+  int left() const { return (ctx.rank - 1 + ctx.size) % ctx.size; }
+  // Sends `send_bytes` to the right neighbour while receiving `recv_bytes` from the left one.
+  void sendrecv(const void* send, int64_t send_bytes, void* recv, int64_t recv_bytes) const {
+    check_mpi(MPI_Sendrecv(send, int(send_bytes), MPI_BYTE, right(), kTag, recv, int(recv_bytes),
+                           MPI_BYTE, left(), kTag, ctx.comm, MPI_STATUS_IGNORE),
+              describe(c) + ": MPI_Sendrecv in the ring (did the ranks pass different sizes?)");
+  }
+  int64_t slice_elems(std::size_t es) const {
+    return std::max<int64_t>(1, std::min(ctx.ring_slice_bytes, kMaxMessage) / int64_t(es));
+  }
+};
+
+// Chunk c of `count` elements split over n ranks: [count*c/n, count*(c+1)/n).
+struct Chunks {
+  int64_t count;
+  int n;
+  int64_t begin(int c) const { return count * c / n; }
+  int64_t len(int c) const { return begin(c + 1) - begin(c); }
+};
+
+// all_reduce: copy in -> out, then per slice round a ring reduce-scatter accumulating in out (step s
+// sends chunk r-s-1, receives chunk r-s-2 and adds it in), then a ring all-gather of the results.
+void ring_all_reduce(const MpiRunContext& ctx, const Collective& c) {
+  const std::size_t es = elem_size(c.out.type);
+  const int n = ctx.size, r = ctx.rank;
+  copy_elements(c.out, c.in);
+  const Ring ring{ctx, c};
+  const Chunks ch{c.out.count, n};
+  const int64_t S = ring.slice_elems(es);
+  const int64_t max_len = (c.out.count + n - 1) / n;
+  void* tmp = ctx.scratch.get(0, size_t(std::min(S, max_len)) * es);
+  auto slice = [&](int chunk, int64_t j) {
+    const int64_t len = std::clamp<int64_t>(ch.len(chunk) - j * S, 0, S);
+    return std::pair<int64_t, int64_t>(ch.begin(chunk) + j * S, len);
+  };
+  for (int64_t j = 0; j * S < max_len; ++j) {
+    for (int s = 0; s < n - 1; ++s) {
+      const auto [so, sl] = slice(mod(r - s - 1, n), j);
+      const auto [ro, rl] = slice(mod(r - s - 2, n), j);
+      ring.sendrecv(ptr(c.out.data, so, es), sl * int64_t(es), tmp, rl * int64_t(es));
+      char* acc = ptr(c.out.data, ro, es);
+      reduce_elements(acc, tmp, acc, rl, c.out.type, c.op);
+    }
+    for (int s = 0; s < n - 1; ++s) {
+      const auto [so, sl] = slice(mod(r - s, n), j);
+      const auto [ro, rl] = slice(mod(r - s - 1, n), j);
+      ring.sendrecv(ptr(c.out.data, so, es), sl * int64_t(es), ptr(c.out.data, ro, es), rl * int64_t(es));
+    }
+  }
+}
+
+// reduce_scatter: like the first half of ring_all_reduce, but the input is read-only, so the partial
+// sums travel through a scratch accumulator and the last step writes this rank's chunk into out.
+void ring_reduce_scatter(const MpiRunContext& ctx, const Collective& c) {
+  const std::size_t es = elem_size(c.out.type);
+  const int n = ctx.size, r = ctx.rank;
+  const int64_t chunk = c.out.count;
+  const Ring ring{ctx, c};
+  const int64_t S = ring.slice_elems(es);
+  const std::size_t scratch_bytes = size_t(std::min(S, chunk)) * es;
+  void* tmp = ctx.scratch.get(0, scratch_bytes);
+  void* acc = n > 2 ? ctx.scratch.get(1, scratch_bytes) : nullptr;
+  for (int64_t j = 0; j * S < chunk; ++j) {
+    const int64_t off = j * S, len = std::min(S, chunk - off);
+    for (int s = 0; s < n - 1; ++s) {
+      const int cs = mod(r - s - 1, n), cr = mod(r - s - 2, n);
+      const void* send = s == 0 ? ptr(c.in.data, cs * chunk + off, es) : acc;
+      ring.sendrecv(send, len * int64_t(es), tmp, len * int64_t(es));
+      void* dst = s == n - 2 ? ptr(c.out.data, off, es) : acc;  // the send buffer is free again
+      reduce_elements(dst, tmp, ptr(c.in.data, cr * chunk + off, es), len, c.out.type, c.op);
+    }
+  }
+}
+
+// all_gather: put this rank's chunk in place, then pass chunks around the ring straight into out.
+void ring_all_gather(const MpiRunContext& ctx, const Collective& c) {
+  const std::size_t es = elem_size(c.out.type);
+  const int n = ctx.size, r = ctx.rank;
+  const int64_t chunk = c.in.count;
+  copy_elements(c.out.slice(chunk * r, chunk), c.in);
+  const Ring ring{ctx, c};
+  const int64_t S = std::max<int64_t>(1, kMaxMessage / int64_t(es));
+  for (int64_t off = 0; off < chunk; off += S) {
+    const int64_t len = std::min(S, chunk - off);
+    for (int s = 0; s < n - 1; ++s) {
+      const int cs = mod(r - s, n), cr = mod(r - s - 1, n);
+      ring.sendrecv(ptr(c.out.data, cs * chunk + off, es), len * int64_t(es),
+                    ptr(c.out.data, cr * chunk + off, es), len * int64_t(es));
+    }
+  }
+}
+
+bool fits_int(int64_t count) { return count <= INT_MAX; }
+
+void native(const MpiRunContext& ctx, const Collective& c) {
+  MpiRuntime& rt = ctx.runtime;
+  const MPI_Datatype dt = rt.datatype(c.out.type);
+  const std::string what = describe(c);
+  switch (c.kind) {
+    case OpKind::AllReduce: {
+      const void* send = c.in.data == c.out.data ? MPI_IN_PLACE : c.in.data;
+      check_mpi(MPI_Allreduce(send, c.out.data, int(c.out.count), dt, rt.op(c.out.type, c.op), ctx.comm),
+                what + ": MPI_Allreduce");
+      return;
+    }
+    case OpKind::ReduceScatter: {
+      // MPI_IN_PLACE would leave the result in chunk 0, not chunk rank: go through scratch.
+      const bool in_place = c.out.data == ptr(c.in.data, c.out.count * ctx.rank, elem_size(c.out.type));
+      void* recv = in_place ? ctx.scratch.get(0, size_t(c.out.bytes())) : c.out.data;
+      check_mpi(MPI_Reduce_scatter_block(c.in.data, recv, int(c.out.count), dt, rt.op(c.out.type, c.op),
+                                         ctx.comm),
+                what + ": MPI_Reduce_scatter_block");
+      if (in_place) std::memcpy(c.out.data, recv, size_t(c.out.bytes()));
+      return;
+    }
+    case OpKind::AllGather: {
+      const bool in_place = c.in.data == ptr(c.out.data, c.in.count * ctx.rank, elem_size(c.out.type));
+      check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : c.in.data, int(c.in.count), dt, c.out.data,
+                              int(c.in.count), dt, ctx.comm),
+                what + ": MPI_Allgather");
+      return;
+    }
+    case OpKind::Broadcast: {
+      const int64_t piece = kMaxMessage / int64_t(elem_size(c.out.type));
+      int64_t off = 0;
+      do {
+        const int64_t len = std::min(piece, c.out.count - off);
+        check_mpi(MPI_Bcast(c.out.slice(off, len).data, int(len), dt, c.root, ctx.comm), what + ": MPI_Bcast");
+        off += len;
+      } while (off < c.out.count);
+      return;
+    }
+    case OpKind::AllToAll: {
+      const int64_t chunk = c.out.count / ctx.size;
+      DS_CHECK(fits_int(chunk), NotSupported,
+               what + ": " + std::to_string(chunk) + " elements per rank exceed MPI's int count (split the buffer)");
+      const void* send = c.in.data == c.out.data ? MPI_IN_PLACE : c.in.data;
+      check_mpi(MPI_Alltoall(send, int(chunk), dt, c.out.data, int(chunk), dt, ctx.comm), what + ": MPI_Alltoall");
+      return;
+    }
+    case OpKind::Barrier:
+      check_mpi(MPI_Barrier(ctx.comm), what + ": MPI_Barrier");
+      return;
+  }
+}
+
+}  // namespace
+
+void* Scratch::get(std::size_t slot, std::size_t bytes) {
+  Block& b = blocks_[slot];
+  if (b.bytes < bytes || !b.data) {
+    const std::size_t rounded = std::max<std::size_t>((bytes + 63) / 64 * 64, 64);
+    b.data.reset(static_cast<char*>(::operator new[](rounded, std::align_val_t(64))));
+    b.bytes = rounded;
+  }
+  return b.data.get();
+}
+
+bool use_ring(const MpiRunContext& ctx, const Collective& c) {
+  if (ctx.size < 2) return false;
+  const bool ring_kind = c.kind == OpKind::AllReduce || c.kind == OpKind::ReduceScatter || c.kind == OpKind::AllGather;
+  if (!ring_kind) return false;
+  const int64_t per_rank = c.kind == OpKind::AllGather ? c.in.count : c.out.count;
+  const int64_t total = c.kind == OpKind::AllReduce ? c.out.count : per_rank;
+  if (!fits_int(total)) return true;  // MPI's counts are int; the ring slices
+  switch (ctx.algorithm) {
+    case MpiAlgorithm::Native: return false;
+    case MpiAlgorithm::Ring: return true;
+    case MpiAlgorithm::Auto: break;
+  }
+  if (c.kind == OpKind::AllGather) return false;  // MPI_Allgather allocates nothing; it matched the ring
+  const int64_t bytes = c.kind == OpKind::AllReduce ? c.out.bytes() : c.in.bytes();
+  return bytes >= ctx.ring_threshold_bytes;
+}
+
+void run_mpi_collective(const MpiRunContext& ctx, const Collective& c) {
+  if (ctx.size == 1 && c.kind != OpKind::Barrier) {  // a world of one: every result is the input
+    if (c.kind != OpKind::Broadcast) copy_elements(c.out, c.in);
+    return;
+  }
+  if (!use_ring(ctx, c)) return native(ctx, c);
+  switch (c.kind) {
+    case OpKind::AllReduce: return ring_all_reduce(ctx, c);
+    case OpKind::ReduceScatter: return ring_reduce_scatter(ctx, c);
+    case OpKind::AllGather: return ring_all_gather(ctx, c);
+    default: return native(ctx, c);
+  }
+}
+
+}  // namespace ds::comm

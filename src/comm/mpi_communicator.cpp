@@ -1,0 +1,122 @@
+// MpiCommunicator: MPI setup, the worker thread, and the watchdog's diagnostic.
+#include "comm/mpi_communicator.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "comm/mpi_collectives.h"
+#include "comm/mpi_runtime.h"
+#include "comm/serial_executor.h"
+#include "comm/watchdog.h"
+
+namespace ds::comm {
+
+// Exit code of a job the watchdog aborted (MPI_Abort's errorcode; mpirun returns it).
+constexpr int kWatchdogAbortCode = 86;
+
+struct MpiCommunicator::Impl {
+  MpiOptions options;
+  std::shared_ptr<MpiRuntime> runtime;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  Scratch scratch;  // used only on the worker thread
+  double timeout_s = 0;
+  // The collective the worker is running (0: none) and since when, for the watchdog.
+  std::atomic<uint64_t> running_seq{0};
+  std::atomic<int64_t> running_since_ns{0};
+  std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<SerialExecutor> worker;  // last member: destroyed (drained) first
+
+  MpiRunContext context() {
+    const MpiAlgorithm a = options.algorithm == MpiAlgorithmChoice::Native ? MpiAlgorithm::Native
+                           : options.algorithm == MpiAlgorithmChoice::Ring ? MpiAlgorithm::Ring
+                                                                           : MpiAlgorithm::Auto;
+    return MpiRunContext{comm, rank, size, *runtime, scratch, a, options.ring_threshold_bytes,
+                         options.ring_slice_bytes};
+  }
+};
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  m.timeout_s = options.timeout_s < 0 ? comm_timeout_from_env() : options.timeout_s;
+  m.runtime = MpiRuntime::acquire(MpiInitOptions{options.tune_transport});
+  {
+    auto lock = m.runtime->serialize();
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &m.comm), "MpiCommunicator: MPI_Comm_dup");
+    check_mpi(MPI_Comm_set_errhandler(m.comm, MPI_ERRORS_RETURN), "MpiCommunicator: MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(m.comm, &m.rank), "MpiCommunicator: MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(m.comm, &m.size), "MpiCommunicator: MPI_Comm_size");
+  }
+  if (m.timeout_s > 0) {
+    auto probe = [&m]() -> std::optional<double> {
+      if (m.running_seq.load() == 0) return std::nullopt;
+      return double(now_ns() - m.running_since_ns.load()) * 1e-9;
+    };
+    auto on_timeout = [this, &m](double running_s) {
+      const uint64_t seq = m.running_seq.load();
+      std::string current = "#" + std::to_string(seq);
+      for (const auto& r : log_.last())
+        if (r.seq == seq) current = format_record(r);
+      std::fprintf(stderr,
+                   "[deepspeed.cpp] rank %d/%d: comm watchdog: collective %s has not completed after %.1f s "
+                   "(DS_COMM_TIMEOUT_S=%g). Another rank probably stopped issuing collectives (it crashed, "
+                   "hangs, or took a different code path). Last collectives on this rank, oldest first:\n%s"
+                   "[deepspeed.cpp] rank %d: calling MPI_Abort(%d)\n",
+                   m.rank, m.size, current.c_str(), running_s, m.timeout_s, log_.format().c_str(), m.rank,
+                   kWatchdogAbortCode);
+      std::fflush(stderr);
+      MPI_Abort(m.comm, kWatchdogAbortCode);
+    };
+    m.watchdog = std::make_unique<Watchdog>(m.timeout_s, probe, on_timeout);
+  }
+  m.worker = std::make_unique<SerialExecutor>();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  Impl& m = *impl_;
+  m.worker.reset();    // runs what is queued: pending Work handles complete
+  m.watchdog.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && m.comm != MPI_COMM_NULL) {
+    auto lock = m.runtime->serialize();
+    MPI_Comm_free(&m.comm);
+  }
+}
+
+int MpiCommunicator::rank() const noexcept { return impl_->rank; }
+int MpiCommunicator::size() const noexcept { return impl_->size; }
+const MpiOptions& MpiCommunicator::options() const noexcept { return impl_->options; }
+int MpiCommunicator::mpi_thread_level() const noexcept { return impl_->runtime->thread_level(); }
+double MpiCommunicator::watchdog_timeout_s() const noexcept { return impl_->watchdog ? impl_->timeout_s : 0; }
+
+Work MpiCommunicator::launch(const Collective& c) {
+  auto state = std::make_shared<detail::WorkState>();
+  impl_->worker->post([this, c, state] {
+    Impl& m = *impl_;
+    m.running_since_ns.store(now_ns());
+    m.running_seq.store(c.seq);
+    auto error = run_logged(c, [&] {
+      auto lock = m.runtime->serialize();
+      run_mpi_collective(m.context(), c);
+    });
+    m.running_seq.store(0);
+    state->complete(std::move(error));
+  });
+  return Work(state, c.seq);
+}
+
+}  // namespace ds::comm

@@ -1,0 +1,59 @@
+// MpiCommunicator: collectives over Open MPI between the ranks mpirun started. It owns an
+// MPI_Comm_dup of MPI_COMM_WORLD (with MPI_ERRORS_RETURN, so MPI errors become ds::CommError
+// naming the MPI error and the collective), a worker thread that runs this communicator's MPI calls
+// in issue order (async collectives overlap the caller's work), scratch memory for the ring
+// algorithms, and, unless DS_COMM_TIMEOUT_S=0, a watchdog that aborts the job with a diagnostic when
+// a collective hangs. MPI is initialized by the first communicator if needed and finalized with the
+// last one only if that runtime initialized it (comm/mpi_runtime.h). This header does not include
+// <mpi.h>.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "comm/communicator.h"
+
+namespace ds::comm {
+
+// Which implementation runs all_reduce / reduce_scatter / all_gather (docs/comm.md).
+enum class MpiAlgorithmChoice : uint8_t {
+  Auto,    // the measured fastest: ring for reductions >= ring_threshold_bytes, MPI's own otherwise
+  Native,  // always the MPI call (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather)
+  Ring,    // always our ring over MPI_Sendrecv
+};
+
+struct MpiOptions {
+  MpiAlgorithmChoice algorithm = MpiAlgorithmChoice::Auto;
+  int64_t ring_threshold_bytes = int64_t(256) << 10;  // Auto: smaller reductions use MPI's own call
+  int64_t ring_slice_bytes = int64_t(4) << 20;        // ring step size; bounds scratch to 2 slices
+  // Seconds a collective may run before the watchdog aborts the job; < 0: DS_COMM_TIMEOUT_S, else
+  // 1800. 0 disables the watchdog.
+  double timeout_s = -1;
+  // Export the Open MPI transport defaults of docs/comm.md before MPI_Init (only when this
+  // communicator initializes MPI, and never over a value already in the environment).
+  bool tune_transport = true;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Collective over all ranks (MPI_Comm_dup): every rank must construct it at the same point.
+  explicit MpiCommunicator(const MpiOptions& options = {});
+  ~MpiCommunicator() override;  // finishes queued collectives first
+
+  int rank() const noexcept override;
+  int size() const noexcept override;
+  Backend backend() const noexcept override { return Backend::Mpi; }
+
+  const MpiOptions& options() const noexcept;
+  int mpi_thread_level() const noexcept;   // MPI_THREAD_* the library gave
+  double watchdog_timeout_s() const noexcept;  // 0 when disabled
+
+ protected:
+  Work launch(const Collective& c) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds::comm
