@@ -48,6 +48,11 @@ Rows environment_rows() {
       {"libtorch version", TORCH_VERSION},
       {"cuda available", torch::cuda::is_available() ? "yes" : "no"},
       {"mpi library", mpi_version()},
+#ifdef DS_LIBURING_VERSION
+      {"liburing", std::string(DS_LIBURING_VERSION) + " (headers found at build time)"},
+#else
+      {"liburing", "not found at build time"},
+#endif
       {"cpu isa (best)", isa.best()},
       {"cpu avx2 / fma / avx512f / avx512_bf16", fmt::format("{} / {} / {} / {}", isa.avx2, isa.fma, isa.avx512f,
                                                       isa.avx512bf16)},
