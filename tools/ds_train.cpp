@@ -47,11 +47,13 @@ int run(int argc, char** argv) {
 
   const int64_t micro = engine.train_micro_batch_size_per_gpu();
   const int64_t gas = engine.gradient_accumulation_steps();
-  std::printf("model: %s\ndata: %s\nbatch: %lld sequences x %lld tokens (micro %lld x GAS %lld)\n",
+  const int rank = engine.rank(), world = engine.world_size();
+  if (rank != 0) opt.progress = ds::ProgressMode::Off;  // rank 0 speaks for the job
+  if (rank == 0) std::printf("model: %s\ndata: %s\nbatch: %lld sequences x %lld tokens (micro %lld x GAS %lld)\n",
               model_cfg.describe().c_str(), data.describe().c_str(),
               static_cast<long long>(engine.train_batch_size()), static_cast<long long>(seq),
               static_cast<long long>(micro), static_cast<long long>(gas));
-  std::printf("%s", engine.memory_report().c_str());
+  if (rank == 0) std::printf("%s", engine.memory_report().c_str());
   std::fflush(stdout);
 
   ds::ProgressReporter progress({opt.steps, opt.progress, std::max<int64_t>(1, opt.steps / 20), stdout});
@@ -61,7 +63,9 @@ int run(int argc, char** argv) {
   for (int64_t step = 0; step < opt.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t m = 0; m < gas; ++m) {
-      auto batch = sampler.batch((step * gas + m) * micro, micro);
+      // Global sample order: micro-batch m of step `step` on rank r, so any world size sees the
+      // same samples per global batch as one process would.
+      auto batch = sampler.batch(((step * gas + m) * world + rank) * micro, micro);
       auto loss = engine.forward(batch.inputs, batch.targets);
       engine.backward(loss);
       engine.step();
@@ -75,7 +79,7 @@ int run(int argc, char** argv) {
   }
   progress.finish();
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s, peak RSS %s\n",
+  if (rank == 0) std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s, peak RSS %s\n",
               static_cast<long long>(opt.steps), ds::format_duration(total).c_str(), first_loss,
               engine.last_loss(), tokens_per_step * opt.steps / total,
               ds::format_bytes(ds::peak_rss_bytes()).c_str());

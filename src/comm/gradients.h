@@ -14,8 +14,8 @@ namespace ds::comm {
 //     all_reduce(sum); if predivide_factor != N, grads *= predivide_factor / N.
 //   prescale: grads *= 1/N; all_reduce(sum).
 // Each multiply rounds like torch's tensor.mul_(float) (comm/kernels.h: scale_elements).
-// `grads` is bf16, fp16, fp32 or fp64 (the communication data type). Throws ds::ConfigError-style
-// ds::CommError if predivide_factor <= 0.
+// `grads` is bf16, fp16, fp32 or fp64 (the communication data type). Throws ds::CommError if
+// predivide_factor <= 0.
 void average_gradients(Communicator& comm, Buffer grads, double predivide_factor = 1.0,
                        bool prescale = false, std::string_view tag = "average_gradients");
 

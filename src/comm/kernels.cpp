@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "comm/half.h"
@@ -57,10 +58,40 @@ void dispatch(void* dst, const void* a, const void* b, int64_t n, ElemType type,
   }
 }
 
-template <float (*Load)(uint16_t) noexcept, uint16_t (*Store)(float) noexcept>
-void scale16(void* data, int64_t n, float s) {
+struct Mul {
+  template <class T> T operator()(T x, T s) const { return x * s; }
+};
+struct Div {
+  template <class T> T operator()(T x, T s) const { return x / s; }
+};
+
+template <float (*Load)(uint16_t) noexcept, uint16_t (*Store)(float) noexcept, class Op>
+void scale16(void* data, int64_t n, float s, Op op) {
   uint16_t* p = static_cast<uint16_t*>(data);
-  for (int64_t i = 0; i < n; ++i) p[i] = Store(Load(p[i]) * s);
+  for (int64_t i = 0; i < n; ++i) p[i] = Store(op(Load(p[i]), s));
+}
+
+template <class T, class Op>
+void scale_plain(void* data, int64_t n, T s, Op op) {
+  T* p = static_cast<T*>(data);
+  for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], s);
+}
+
+// x op factor for every element; the factor is rounded to fp32 except for fp64 buffers.
+template <class Op>
+void scale_any(Buffer buf, double factor, const char* what, Op op) {
+  DS_CHECK(is_floating(buf.type), NotSupported,
+           std::string("comm: ") + what + " a " + std::string(to_string(buf.type)) +
+               " buffer is not supported (only fp32, fp64, bf16 and fp16 buffers)");
+  if (buf.count <= 0) return;
+  const float s = static_cast<float>(factor);
+  switch (buf.type) {
+    case ElemType::Fp32: return scale_plain<float>(buf.data, buf.count, s, op);
+    case ElemType::Fp64: return scale_plain<double>(buf.data, buf.count, factor, op);
+    case ElemType::Bf16: return scale16<bf16_to_float, float_to_bf16>(buf.data, buf.count, s, op);
+    case ElemType::Fp16: return scale16<fp16_to_float, float_to_fp16>(buf.data, buf.count, s, op);
+    default: return;
+  }
 }
 
 }  // namespace
@@ -74,28 +105,9 @@ void reduce_elements(void* dst, const void* a, const void* b, int64_t n, ElemTyp
   }
 }
 
-void scale_elements(Buffer buf, double factor) {
-  DS_CHECK(is_floating(buf.type), NotSupported,
-           "comm: scaling a " + std::string(to_string(buf.type)) +
-               " buffer is not supported (scale fp32, fp64, bf16 or fp16 buffers)");
-  if (buf.count <= 0) return;
-  const float s = static_cast<float>(factor);
-  switch (buf.type) {
-    case ElemType::Fp32: {
-      float* p = static_cast<float*>(buf.data);
-      for (int64_t i = 0; i < buf.count; ++i) p[i] *= s;
-      return;
-    }
-    case ElemType::Fp64: {
-      double* p = static_cast<double*>(buf.data);
-      for (int64_t i = 0; i < buf.count; ++i) p[i] *= factor;
-      return;
-    }
-    case ElemType::Bf16: return scale16<bf16_to_float, float_to_bf16>(buf.data, buf.count, s);
-    case ElemType::Fp16: return scale16<fp16_to_float, float_to_fp16>(buf.data, buf.count, s);
-    default: return;
-  }
-}
+void scale_elements(Buffer buf, double factor) { scale_any(buf, factor, "scaling", Mul{}); }
+
+void divide_elements(Buffer buf, double divisor) { scale_any(buf, divisor, "dividing", Div{}); }
 
 void copy_elements(Buffer dst, ConstBuffer src) {
   DS_ASSERT(dst.type == src.type && dst.count == src.count, "copy_elements: mismatched buffers");

@@ -17,6 +17,10 @@ void reduce_elements(void* dst, const void* a, const void* b, int64_t n, ElemTyp
 // is formed in fp32 and rounded once to the buffer's type.
 void scale_elements(Buffer buf, double factor);
 
+// buf[i] /= divisor, like torch's tensor.div_(int): a true division in fp32 (the divisor rounded to
+// fp32) for fp32/bf16/fp16 buffers, rounded once. Floating types only.
+void divide_elements(Buffer buf, double divisor);
+
 // dst = src (same count and type), via memmove.
 void copy_elements(Buffer dst, ConstBuffer src);
 

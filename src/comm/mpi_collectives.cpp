@@ -45,12 +45,13 @@ struct Chunks {
   int64_t len(int c) const { return begin(c + 1) - begin(c); }
 };
 
-// all_reduce: copy in -> out, then per slice round a ring reduce-scatter accumulating in out (step s
-// sends chunk r-s-1, receives chunk r-s-2 and adds it in), then a ring all-gather of the results.
+// all_reduce, per slice round: a ring reduce-scatter (step s sends chunk r-s-1, receives chunk r-s-2
+// and adds this rank's input to it, leaving chunk r complete), then a ring all-gather of the complete
+// chunks. Step 0 sends straight from the input and every sum lands in `out`, so an out-of-place call
+// needs no copy: each chunk of out is written by the reduce-scatter or received by the all-gather.
 void ring_all_reduce(const MpiRunContext& ctx, const Collective& c) {
   const std::size_t es = elem_size(c.out.type);
   const int n = ctx.size, r = ctx.rank;
-  copy_elements(c.out, c.in);
   const Ring ring{ctx, c};
   const Chunks ch{c.out.count, n};
   const int64_t S = ring.slice_elems(es);
@@ -64,9 +65,9 @@ void ring_all_reduce(const MpiRunContext& ctx, const Collective& c) {
     for (int s = 0; s < n - 1; ++s) {
       const auto [so, sl] = slice(mod(r - s - 1, n), j);
       const auto [ro, rl] = slice(mod(r - s - 2, n), j);
-      ring.sendrecv(ptr(c.out.data, so, es), sl * int64_t(es), tmp, rl * int64_t(es));
-      char* acc = ptr(c.out.data, ro, es);
-      reduce_elements(acc, tmp, acc, rl, c.out.type, c.op);
+      const void* send = s == 0 ? ptr(c.in.data, so, es) : ptr(c.out.data, so, es);
+      ring.sendrecv(send, sl * int64_t(es), tmp, rl * int64_t(es));
+      reduce_elements(ptr(c.out.data, ro, es), tmp, ptr(c.in.data, ro, es), rl, c.out.type, c.op);
     }
     for (int s = 0; s < n - 1; ++s) {
       const auto [so, sl] = slice(mod(r - s, n), j);
@@ -196,8 +197,10 @@ bool use_ring(const MpiRunContext& ctx, const Collective& c) {
     case MpiAlgorithm::Auto: break;
   }
   if (c.kind == OpKind::AllGather) return false;  // MPI_Allgather allocates nothing; it matched the ring
+  // The ring takes 2(N-1) (all_reduce) or N-1 steps where MPI's small-message algorithms take
+  // about log2(N), so its break-even size grows with N (docs/comm.md, "Algorithm choice").
   const int64_t bytes = c.kind == OpKind::AllReduce ? c.out.bytes() : c.in.bytes();
-  return bytes >= ctx.ring_threshold_bytes;
+  return bytes >= ctx.ring_threshold_bytes * (ctx.size - 1);
 }
 
 void run_mpi_collective(const MpiRunContext& ctx, const Collective& c) {

@@ -3,9 +3,9 @@
 //   native: one MPI call (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, ...), using the
 //           bf16/fp16 types and ops of MpiRuntime for 16-bit payloads;
 //   ring:   our ring over MPI_Sendrecv of raw bytes with the reduction done by comm/kernels.h into
-//           scratch memory the communicator keeps. Open MPI's reducing collectives allocate (and
-//           page-fault) a full-size temporary buffer on every call, which made them 4-20x slower
-//           than the ring for large buffers on the machines measured. The ring also makes every
+//           scratch memory the communicator keeps. Open MPI's reducing collectives allocate (and,
+//           from 32 MiB, page-fault in) a full-size temporary buffer on every call, which made
+//           them 10-40x slower than the ring for 64 MiB buffers on the machine measured. The ring also makes every
 //           rank's all_reduce result bitwise identical: chunk c is summed in the fixed order
 //           x[c+1] + x[c+2] + ... + x[c] (rank indices mod N) and then copied to all ranks.
 // Internal to src/comm.
@@ -47,7 +47,7 @@ struct MpiRunContext {
   int size;
   MpiRuntime& runtime;
   Scratch& scratch;
-  MpiAlgorithm algorithm;        // Auto: ring for reductions of >= ring_threshold_bytes
+  MpiAlgorithm algorithm;        // Auto: ring for reductions of >= ring_threshold_bytes * (size - 1)
   int64_t ring_threshold_bytes;
   int64_t ring_slice_bytes;      // elements per ring step are capped at this many bytes
 };

@@ -67,7 +67,8 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
     };
     auto on_timeout = [this, &m](double running_s) {
       const uint64_t seq = m.running_seq.load();
-      std::string current = "#" + std::to_string(seq);
+      std::string current = "#";
+      current += std::to_string(seq);
       for (const auto& r : log_.last())
         if (r.seq == seq) current = format_record(r);
       std::fprintf(stderr,

@@ -17,14 +17,15 @@ namespace ds::comm {
 
 // Which implementation runs all_reduce / reduce_scatter / all_gather (docs/comm.md).
 enum class MpiAlgorithmChoice : uint8_t {
-  Auto,    // the measured fastest: ring for reductions >= ring_threshold_bytes, MPI's own otherwise
+  Auto,    // the measured fastest: ring for reductions of >= ring_threshold_bytes x (world size - 1)
+           // bytes, MPI's own call below that and for all_gather
   Native,  // always the MPI call (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather)
   Ring,    // always our ring over MPI_Sendrecv
 };
 
 struct MpiOptions {
   MpiAlgorithmChoice algorithm = MpiAlgorithmChoice::Auto;
-  int64_t ring_threshold_bytes = int64_t(256) << 10;  // Auto: smaller reductions use MPI's own call
+  int64_t ring_threshold_bytes = int64_t(1) << 20;    // Auto: per (world size - 1), see above
   int64_t ring_slice_bytes = int64_t(4) << 20;        // ring step size; bounds scratch to 2 slices
   // Seconds a collective may run before the watchdog aborts the job; < 0: DS_COMM_TIMEOUT_S, else
   // 1800. 0 disables the watchdog.

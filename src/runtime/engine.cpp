@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "precision/overflow.h"
+#include "runtime/data_parallel.h"
 #include "util/error.h"
 #include "util/logging.h"
 
@@ -90,6 +91,7 @@ void Engine::unscale_and_clip(std::vector<torch::Tensor>& grads) {
 }
 
 void Engine::take_model_step() {
+  allreduce_gradients(*comm_, config_, plan_.communication, *precision_, flat_->groups().size());
   std::vector<torch::Tensor> grads;
   for (size_t g = 0; g < flat_->groups().size(); ++g) grads.push_back(precision_->fp32_grads(g));
   const bool overflow = check_overflow(grads);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "config/config.h"
 #include "optim/lr_schedules.h"
 #include "precision/loss_scaler.h"
@@ -64,8 +65,9 @@ class Engine {
   int64_t train_batch_size() const { return config_.train_batch_size; }
   int64_t train_micro_batch_size_per_gpu() const { return config_.train_micro_batch_size_per_gpu; }
   int64_t gradient_accumulation_steps() const { return config_.gradient_accumulation_steps; }
-  int world_size() const { return 1; }
-  int rank() const { return 0; }
+  int world_size() const { return comm_->size(); }
+  int rank() const { return comm_->rank(); }
+  comm::Communicator& communicator() { return *comm_; }
 
   const Config& config() const { return config_; }
   torch::nn::Module& module() { return *module_; }
@@ -108,6 +110,7 @@ class Engine {
 
   std::shared_ptr<torch::nn::Module> module_;
   Config config_;
+  std::unique_ptr<comm::Communicator> comm_;
   torch::Device device_ = torch::kCPU;
   zero::DtypePlan plan_;
   std::unique_ptr<zero::FlatParameters> flat_;

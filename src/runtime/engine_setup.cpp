@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "comm/comm.h"
+#include "runtime/data_parallel.h"
 #include "runtime/engine.h"
 #include "runtime/world.h"
 #include "util/error.h"
@@ -98,16 +100,20 @@ precision::ScalerFlavor scaler_flavor(const Config& c) {
 Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups)
     : module_(std::move(module)), config_(std::move(config)) {
   DS_CHECK(module_ != nullptr, Error, "ds::initialize: model is null");
-  DS_ASSERT(config_.train_batch_size == config_.train_micro_batch_size_per_gpu *
-                                            config_.gradient_accumulation_steps * world_size(),
-            "batch triple was resolved for a different world size");
+  comm_ = comm::make_communicator(comm::Backend::Auto);
+  log::set_rank(comm_->rank());
+  if (config_.world_size != world_size())
+    throw ConfigError("train_batch_size",
+                      fmt::format("the batch triple was resolved for world size {} but {} ranks are running; "
+                                  "load the config with the launcher's world size (ds::initialize does)",
+                                  config_.world_size, world_size()));
   setup_parameters(groups);
   setup_optimizer(groups);
   setup_schedule();
   scaler_ = config_.fp16.enabled ? precision::make_loss_scaler(config_.fp16, scaler_flavor(config_))
                                  : precision::make_unit_loss_scaler();
-  log::info("engine ready: {} trainable parameters in {} flat group(s) on {}; batch {} = micro {} x GAS {} x world {}",
-            flat_->numel(), flat_->groups().size(), device_.str(), config_.train_batch_size,
+  log::info("engine ready (rank {} of {}, {} backend): {} trainable parameters in {} flat group(s) on {}; batch {} = micro {} x GAS {} x world {}",
+            rank(), world_size(), comm::to_string(comm_->backend()), flat_->numel(), flat_->groups().size(), device_.str(), config_.train_batch_size,
             config_.train_micro_batch_size_per_gpu, config_.gradient_accumulation_steps, world_size());
   log::info("{}", plan_.table());
   if (config_.steps_per_print) log_progress();
@@ -115,11 +121,6 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
 
 void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
   reject_unbuilt_features(config_);
-  const int ws = detect_world_size();
-  DS_CHECK(ws == 1, NotSupported,
-           fmt::format("launched with world size {} but this build has no multi-process "
-                       "communication backend yet; run one process",
-                       ws));
   device_ = pick_device();
   if (device_.is_cpu()) configure_cpu_threads();
   plan_ = resolve_dtype_plan(config_, device_);
@@ -169,6 +170,7 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
   ledger_.add(Tier::Device, plan_.model == plan_.compute ? MemKind::Params : MemKind::Buffers, flat_->param_bytes());
   ledger_.add(Tier::Device, MemKind::Grads, flat_->grad_bytes());
   precision_ = std::make_unique<zero::PrecisionBuffers>(*flat_, plan_, ledger_, Tier::Device);
+  broadcast_model(*comm_, *module_, *precision_, flat_->groups().size());  // DeepSpeed: replicas start equal
   for (const auto& b : module_->buffers(true)) ledger_.add(Tier::Device, MemKind::Buffers, b.numel() * b.element_size());
 }
 

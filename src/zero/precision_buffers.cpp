@@ -68,6 +68,11 @@ void PrecisionBuffers::zero_grads() {
   flat_.zero_grads();
 }
 
+void PrecisionBuffers::refresh_compute(size_t gi) {
+  torch::NoGradGuard no_grad;
+  if (!groups_[gi].storage_aliases) flat_.groups()[gi].params.copy_(groups_[gi].storage);
+}
+
 void PrecisionBuffers::write_back(size_t gi, const torch::Tensor& master) {
   torch::NoGradGuard no_grad;
   Group& g = groups_[gi];

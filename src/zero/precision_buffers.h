@@ -31,6 +31,10 @@ class PrecisionBuffers {
   // only when it is a view; callers must use the returned tensor.
   torch::Tensor fp32_grads(size_t g) const;
   void zero_grads();
+  // Group g's accumulated gradients in the accumulation dtype, for in-place reduction across ranks.
+  torch::Tensor& accum(size_t g) { return groups_[g].accum; }
+  // Group g's storage was overwritten (e.g. broadcast from rank 0): refresh the compute copy.
+  void refresh_compute(size_t g);
 
   // Group g's parameters in the model dtype (what master weights are made from and written to).
   const torch::Tensor& storage(size_t g) const { return groups_[g].storage; }

@@ -1,0 +1,148 @@
+// Every collective over every element type, on every communicator variant (comm_test_env.h), at
+// sizes that do and do not divide by the world size, in and out of place. Values are small
+// integers, so every type must reproduce the exact result.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "comm_test_env.h"
+
+namespace ds::comm::test {
+namespace {
+
+double reduce_expected(ElemType t, ReduceOp op, int world, int64_t i) {
+  double acc = sample(t, 0, i);
+  for (int r = 1; r < world; ++r) {
+    const double v = sample(t, r, i);
+    acc = op == ReduceOp::Sum ? acc + v : op == ReduceOp::Max ? std::max(acc, v) : std::min(acc, v);
+  }
+  return acc;
+}
+
+TEST(Collectives, AllReduceEveryTypeOpAndSize) {
+  for (const Variant& v : variants()) {
+    Communicator& c = *v.comm;
+    const int w = c.size(), r = c.rank();
+    for (ElemType t : kAllTypes)
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+        for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(1001), int64_t(70001)}) {
+          TypedVec in(t, n), out(t, n), inplace(t, n);
+          for (int64_t i = 0; i < n; ++i) in.set(i, sample(t, r, i)), inplace.set(i, sample(t, r, i));
+          c.all_reduce(in.cbuf(), out.buf(), op, "test");
+          c.all_reduce(inplace.buf(), op);
+          auto want = [&](int64_t i) { return reduce_expected(t, op, w, i); };
+          EXPECT_TRUE(all_equal(n, [&](int64_t i) { return out.get(i); }, want)) << where(v, t, n) << " " << to_string(op);
+          EXPECT_TRUE(all_equal(n, [&](int64_t i) { return inplace.get(i); }, want))
+              << where(v, t, n) << " in place " << to_string(op);
+          EXPECT_TRUE(all_equal(n, [&](int64_t i) { return in.get(i); }, [&](int64_t i) { return sample(t, r, i); }))
+              << where(v, t, n) << ": the input changed";
+        }
+  }
+}
+
+TEST(Collectives, ReduceScatterEveryTypeAndChunk) {
+  for (const Variant& v : variants()) {
+    Communicator& c = *v.comm;
+    const int w = c.size(), r = c.rank();
+    for (ElemType t : kAllTypes)
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+        for (int64_t chunk : {int64_t(0), int64_t(1), int64_t(3), int64_t(1001), int64_t(40001)}) {
+          TypedVec in(t, chunk * w), out(t, chunk), inplace(t, chunk * w);
+          for (int64_t i = 0; i < chunk * w; ++i) in.set(i, sample(t, r, i)), inplace.set(i, sample(t, r, i));
+          c.reduce_scatter(in.cbuf(), out.buf(), op, "test");
+          c.reduce_scatter(inplace.cbuf(), inplace.buf().slice(chunk * r, chunk), op, "in_place");
+          auto want = [&](int64_t i) { return reduce_expected(t, op, w, chunk * r + i); };
+          EXPECT_TRUE(all_equal(chunk, [&](int64_t i) { return out.get(i); }, want)) << where(v, t, chunk);
+          EXPECT_TRUE(all_equal(chunk, [&](int64_t i) { return inplace.get(chunk * r + i); }, want))
+              << where(v, t, chunk) << " in place";
+          EXPECT_TRUE(all_equal(chunk * w, [&](int64_t i) { return in.get(i); }, [&](int64_t i) { return sample(t, r, i); }))
+              << where(v, t, chunk) << ": the input changed";
+        }
+  }
+}
+
+TEST(Collectives, AllGatherEveryTypeAndChunk) {
+  for (const Variant& v : variants()) {
+    Communicator& c = *v.comm;
+    const int w = c.size(), r = c.rank();
+    for (ElemType t : kAllTypes)
+      for (int64_t chunk : {int64_t(0), int64_t(1), int64_t(5), int64_t(1001), int64_t(40001)}) {
+        TypedVec in(t, chunk), out(t, chunk * w), inplace(t, chunk * w);
+        for (int64_t i = 0; i < chunk; ++i) in.set(i, sample(t, r, i)), inplace.set(chunk * r + i, sample(t, r, i));
+        c.all_gather(in.cbuf(), out.buf(), "test");
+        c.all_gather(inplace.cbuf().slice(chunk * r, chunk), inplace.buf(), "in_place");
+        auto want = [&](int64_t i) { return sample(t, int(i / std::max<int64_t>(chunk, 1)), i % std::max<int64_t>(chunk, 1)); };
+        EXPECT_TRUE(all_equal(chunk * w, [&](int64_t i) { return out.get(i); }, want)) << where(v, t, chunk);
+        EXPECT_TRUE(all_equal(chunk * w, [&](int64_t i) { return inplace.get(i); }, want)) << where(v, t, chunk) << " in place";
+      }
+  }
+}
+
+TEST(Collectives, BroadcastFromEveryRoot) {
+  for (const Variant& v : variants()) {
+    Communicator& c = *v.comm;
+    for (ElemType t : kAllTypes)
+      for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(100003)})
+        for (int root = 0; root < c.size(); ++root) {
+          TypedVec b(t, n);
+          for (int64_t i = 0; i < n; ++i) b.set(i, sample(t, c.rank(), i));
+          c.broadcast(b.buf(), root, "test");
+          EXPECT_TRUE(all_equal(n, [&](int64_t i) { return b.get(i); }, [&](int64_t i) { return sample(t, root, i); }))
+              << where(v, t, n) << " root " << root;
+        }
+  }
+}
+
+TEST(Collectives, AllToAllEveryTypeAndChunk) {
+  for (const Variant& v : variants()) {
+    Communicator& c = *v.comm;
+    const int w = c.size(), r = c.rank();
+    // Element i of the chunk rank `from` sends to rank `to`.
+    auto value = [](int from, int to, int64_t i) { return double((from * 3 + to * 5 + i) % 11); };
+    for (ElemType t : kAllTypes)
+      for (int64_t chunk : {int64_t(0), int64_t(1), int64_t(5), int64_t(1001)}) {
+        TypedVec in(t, chunk * w), out(t, chunk * w), inplace(t, chunk * w);
+        for (int j = 0; j < w; ++j)
+          for (int64_t i = 0; i < chunk; ++i) in.set(chunk * j + i, value(r, j, i)), inplace.set(chunk * j + i, value(r, j, i));
+        c.all_to_all(in.cbuf(), out.buf(), "test");
+        c.all_to_all(inplace.cbuf(), inplace.buf(), "in_place");
+        auto want = [&](int64_t i) { return value(int(i / chunk), r, i % chunk); };
+        EXPECT_TRUE(all_equal(chunk * w, [&](int64_t i) { return out.get(i); }, want)) << where(v, t, chunk);
+        EXPECT_TRUE(all_equal(chunk * w, [&](int64_t i) { return inplace.get(i); }, want)) << where(v, t, chunk) << " in place";
+      }
+  }
+}
+
+TEST(Collectives, BarrierAndRankSize) {
+  for (const Variant& v : variants()) {
+    EXPECT_GE(v.comm->size(), 1);
+    EXPECT_GE(v.comm->rank(), 0);
+    EXPECT_LT(v.comm->rank(), v.comm->size());
+    EXPECT_EQ(v.comm->rank(), world().rank()) << v.name;
+    EXPECT_EQ(v.comm->size(), launcher_world_size()) << v.name;
+    v.comm->barrier("test");
+  }
+}
+
+// Every rank must end an all_reduce with the same bits, or data-parallel replicas drift apart.
+TEST(Collectives, AllReduceResultIsBitwiseIdenticalOnEveryRank) {
+  for (const Variant& v : variants()) {
+    Communicator& c = *v.comm;
+    for (ElemType t : {ElemType::Fp32, ElemType::Bf16, ElemType::Fp16})
+      for (int64_t n : {int64_t(37), int64_t(200003)}) {
+        TypedVec x(t, n);
+        for (int64_t i = 0; i < n; ++i) x.set(i, std::sin(double(i) * 0.37 + c.rank() * 1.3) * 3.0);
+        c.all_reduce(x.buf());
+        const int64_t bytes = x.buf().bytes();
+        std::vector<uint8_t> all(size_t(bytes * c.size()));
+        c.all_gather(ConstBuffer(x.raw().data(), bytes, ElemType::UInt8), Buffer(all.data(), int64_t(all.size())));
+        for (int q = 0; q < c.size(); ++q)
+          EXPECT_EQ(0, std::memcmp(all.data() + q * bytes, all.data(), size_t(bytes)))
+              << where(v, t, n) << ": rank " << q << " differs from rank 0";
+      }
+  }
+}
+
+}  // namespace
+}  // namespace ds::comm::test
