@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm.h"
 #include "config/config.h"
 #include "config/loader.h"
 #include "runtime/engine.h"
@@ -25,7 +26,7 @@ namespace ds {
 template <class M>
 ModelEngine<M> initialize(std::shared_ptr<M> model, const std::string& config_path,
                           std::vector<ParamGroup> param_groups = {}) {
-  return ModelEngine<M>(std::move(model), load_config_file(config_path, detect_world_size()),
+  return ModelEngine<M>(std::move(model), load_config_file(config_path, comm::launcher_world_size()),
                         std::move(param_groups));
 }
 
@@ -39,7 +40,7 @@ ModelEngine<M> initialize(std::shared_ptr<M> model, const char* config_path,
 template <class M>
 ModelEngine<M> initialize(std::shared_ptr<M> model, const nlohmann::json& config,
                           std::vector<ParamGroup> param_groups = {}) {
-  return ModelEngine<M>(std::move(model), load_config_text(config.dump(), detect_world_size(), "<json>"),
+  return ModelEngine<M>(std::move(model), load_config_text(config.dump(), comm::launcher_world_size(), "<json>"),
                         std::move(param_groups));
 }
 

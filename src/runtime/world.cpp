@@ -20,7 +20,6 @@ int env_int(std::initializer_list<const char*> names, int fallback) {
 
 }  // namespace
 
-int detect_world_size() { return env_int({"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", "PMI_SIZE"}, 1); }
 int detect_rank() { return env_int({"OMPI_COMM_WORLD_RANK", "RANK", "PMI_RANK"}, 0); }
 int local_world_size() {
   return env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1);

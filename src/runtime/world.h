@@ -1,10 +1,9 @@
-// Rank and world size as the launcher set them (Open MPI, torchrun/DeepSpeed, PMI), before any
-// communicator exists. Defaults: rank 0, world 1.
+// Rank and local ranks as the launcher set them (Open MPI, torchrun/DeepSpeed, PMI), before any
+// communicator exists. Defaults: rank 0, one local rank. The world size is comm::launcher_world_size().
 #pragma once
 
 namespace ds {
 
-int detect_world_size();
 int detect_rank();
 int local_rank();
 int local_world_size();  // ranks on this node
