@@ -47,7 +47,10 @@ torch::Tensor LayerList::forward(const torch::Tensor& x) const {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (hooks) hooks->before_forward(i);
     h = layers_[i].forward(h);
-    if (hooks) hooks->after_forward(i);
+    if (hooks) {
+      hooks->after_forward(i);
+      h = hooks->wrap_output(i, std::move(h));
+    }
   }
   return h;
 }

@@ -31,6 +31,9 @@ class LayerHooks {
   virtual ~LayerHooks() = default;
   virtual void before_forward(std::size_t index) {}
   virtual void after_forward(std::size_t index) {}
+  // Called on layer i's output after after_forward(i); may wrap it (stage 3 inserts an autograd
+  // function there whose backward gathers layer i's parameters again before its gradients).
+  virtual torch::Tensor wrap_output(std::size_t index, torch::Tensor out) { return out; }
 };
 
 class LayerList {

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "precision/overflow.h"
-#include "runtime/data_parallel.h"
+#include "zero/collectives.h"
 #include "util/error.h"
 #include "util/logging.h"
 
@@ -23,8 +23,7 @@ bool Engine::is_gradient_accumulation_boundary() const {
 }
 
 void Engine::before_forward() {
-  // User code may have replaced .grad (Module::zero_grad(set_to_none)); put the views back.
-  flat_->rebind_grads();
+  states_->before_forward();
   if (!timings_.step_started) {
     timings_.step_start = Clock::now();
     timings_.step_started = true;
@@ -42,7 +41,7 @@ void Engine::backward(const torch::Tensor& loss) {
            fmt::format("engine.backward expects a scalar loss, got a tensor of shape {}",
                        loss.defined() ? fmt::format("{}", loss.sizes().vec()) : "undefined"));
   auto t0 = Clock::now();
-  flat_->rebind_grads();
+  states_->before_forward();  // user code may have reset .grad (Module::zero_grad(set_to_none))
   torch::Tensor scaled = loss;
   if (config_.gradient_accumulation_steps > 1)
     scaled = loss.to(torch::kFloat32) / static_cast<double>(config_.gradient_accumulation_steps);
@@ -50,7 +49,7 @@ void Engine::backward(const torch::Tensor& loss) {
   const double s = scaler_->scale();
   if (s != 1.0) scaled = scaled.to(torch::kFloat32) * s;  // DeepSpeed: (loss.float() * cur_scale).backward()
   scaled.backward();
-  precision_->accumulate();
+  states_->after_backward();
   timings_.bwd = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   timings_.bwd_sum += timings_.bwd;
 }
@@ -58,16 +57,33 @@ void Engine::backward(const torch::Tensor& loss) {
 bool Engine::check_overflow(const std::vector<torch::Tensor>& grads) {
   // Only a dynamic fp16 scaler looks for inf/NaN (DeepSpeed: bf16/fp32 never skip, §8.1).
   if (!scaler_->dynamic()) return false;
-  return precision::first_non_finite(grads).has_value();
+  int32_t overflow = precision::first_non_finite(grads).has_value() ? 1 : 0;
+  // Partitions: one rank's inf skips the step everywhere.
+  if (states_->partitioned() && world_size() > 1) comm_->all_reduce(comm::Buffer(&overflow, 1), comm::ReduceOp::Max, "overflow_flag");
+  return overflow != 0;
+}
+
+std::string Engine::first_non_finite_name(const std::vector<torch::Tensor>& grads) const {
+  for (size_t g = 0; g < grads.size(); ++g)
+    for (const auto& s : states_->local_layout(g).slots)
+      if (precision::has_inf_or_nan(grads[g].narrow(0, s.offset, s.numel))) return s.name;
+  return states_->partitioned() ? "(none in this rank's partition)" : "(none found)";
 }
 
 double Engine::grad_norm(const std::vector<torch::Tensor>& grads) const {
-  // DeepSpeed's stage-0 arithmetic: the L2 norm of the stacked per-tensor L2 norms (reference §19).
   torch::NoGradGuard no_grad;
+  if (states_->partitioned()) {
+    // ZeRO: each rank's sum of squares over its partition, summed across ranks (one all-reduce).
+    double sq = 0.0;
+    for (const auto& g : grads) sq += g.to(torch::kFloat64).square().sum().item<double>();
+    if (world_size() > 1) comm_->all_reduce(comm::Buffer(&sq, 1), comm::ReduceOp::Sum, "grad_norm");
+    const double norm = std::sqrt(sq);
+    return std::isfinite(norm) ? norm : -1.0;
+  }
+  // DeepSpeed's stage-0 arithmetic: the L2 norm of the stacked per-tensor L2 norms (reference §19).
   std::vector<torch::Tensor> norms;
-  const auto& groups = flat_->groups();
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (const auto& s : groups[g].slots) norms.push_back(grads[g].narrow(0, s.offset, s.numel).norm());
+  for (size_t g = 0; g < grads.size(); ++g)
+    for (const auto& s : states_->local_layout(g).slots) norms.push_back(grads[g].narrow(0, s.offset, s.numel).norm());
   const double norm = torch::stack(norms).norm().item<double>();
   return std::isfinite(norm) ? norm : -1.0;
 }
@@ -91,17 +107,12 @@ void Engine::unscale_and_clip(std::vector<torch::Tensor>& grads) {
 }
 
 void Engine::take_model_step() {
-  allreduce_gradients(*comm_, config_, plan_.communication, *precision_, flat_->groups().size());
+  states_->reduce_gradients();
   std::vector<torch::Tensor> grads;
-  for (size_t g = 0; g < flat_->groups().size(); ++g) grads.push_back(precision_->fp32_grads(g));
+  for (size_t g = 0; g < states_->num_groups(); ++g) grads.push_back(states_->local_grads(g));
   const bool overflow = check_overflow(grads);
   // Name the first parameter whose gradient held inf/NaN, so the user knows where to look.
-  auto culprit = [&] {
-    for (size_t g = 0; g < grads.size(); ++g)
-      for (const auto& s : flat_->groups()[g].slots)
-        if (precision::has_inf_or_nan(grads[g].narrow(0, s.offset, s.numel))) return s.name;
-    return std::string("(none found)");
-  };
+  auto culprit = [&] { return first_non_finite_name(grads); };
   precision::ScaleUpdate update;
   try {
     update = scaler_->update(overflow);
@@ -120,14 +131,23 @@ void Engine::take_model_step() {
   }
   unscale_and_clip(grads);
   optimizer_->step(grads);
-  for (size_t g = 0; g < grads.size(); ++g) precision_->write_back(g, optimizer_->master(g));
+  std::vector<torch::Tensor> masters;
+  for (size_t g = 0; g < grads.size(); ++g) masters.push_back(optimizer_->master(g));
+  states_->write_back(masters);
   if (scheduler_) {
     scheduler_->step();
     apply_schedule();
   }
 }
 
-void Engine::zero_grads() { precision_->zero_grads(); }
+void Engine::zero_grads() { states_->zero_grads(); }
+
+const zero::FlatParameters& Engine::flat_parameters() const {
+  const zero::FlatParameters* flat = states_->flat();
+  DS_CHECK(flat != nullptr, NotSupported,
+           "flat_parameters(): at ZeRO stage 3 parameters are sharded, not flat (use model_states())");
+  return *flat;
+}
 
 void Engine::step() {
   auto t0 = Clock::now();

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <concepts>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,8 +24,9 @@
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
 #include "zero/flat_optimizer.h"
+#include "nn/layer_list.h"
 #include "zero/flat_params.h"
-#include "zero/precision_buffers.h"
+#include "zero/model_states.h"
 
 namespace ds {
 
@@ -38,7 +40,9 @@ struct ParamGroup {
 
 class Engine {
  public:
-  Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups = {});
+  // `layers`: the model's LayerList when it has one (ZeRO stage 3 walks it); may be null.
+  Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups = {},
+         nn::LayerList* layers = nullptr);
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;
   ~Engine();
@@ -73,7 +77,11 @@ class Engine {
   torch::nn::Module& module() { return *module_; }
   torch::Device device() const { return device_; }
   const zero::DtypePlan& dtypes() const { return plan_; }
-  const zero::FlatParameters& flat_parameters() const { return *flat_; }
+  // Stages 0-2: the flat parameter buffers (throws at stage 3, where parameters are sharded).
+  const zero::FlatParameters& flat_parameters() const;
+  // Where this rank's model states live (the ZeRO stage's implementation).
+  zero::ModelStates& model_states() { return *states_; }
+  const zero::ModelStates& model_states() const { return *states_; }
   const zero::FlatOptimizer* optimizer() const { return optimizer_.get(); }
   const precision::LossScaler& loss_scaler() const { return *scaler_; }
   const MemoryLedger& memory() const { return ledger_; }
@@ -100,6 +108,7 @@ class Engine {
   void check_memory_budget() const;
   void apply_schedule();
   bool check_overflow(const std::vector<torch::Tensor>& grads);
+  std::string first_non_finite_name(const std::vector<torch::Tensor>& grads) const;
   double grad_norm(const std::vector<torch::Tensor>& grads) const;
   void unscale_and_clip(std::vector<torch::Tensor>& grads);
   void take_model_step();
@@ -113,8 +122,8 @@ class Engine {
   std::unique_ptr<comm::Communicator> comm_;
   torch::Device device_ = torch::kCPU;
   zero::DtypePlan plan_;
-  std::unique_ptr<zero::FlatParameters> flat_;
-  std::unique_ptr<zero::PrecisionBuffers> precision_;
+  nn::LayerList* layers_ = nullptr;
+  std::unique_ptr<zero::ModelStates> states_;
   std::unique_ptr<zero::FlatOptimizer> optimizer_;
   std::unique_ptr<optim::LrScheduler> scheduler_;
   std::unique_ptr<precision::LossScaler> scaler_;
@@ -133,11 +142,18 @@ class Engine {
 };
 
 // The engine for a concrete module type: forward() forwards any arguments to M::forward.
+// The model's LayerList, for models that expose one as `layers()` (GPT2 does).
+template <class M>
+nn::LayerList* layer_list_of(M& model) {
+  if constexpr (requires(M& m) { { m.layers() } -> std::same_as<nn::LayerList&>; }) return &model.layers();
+  return nullptr;
+}
+
 template <class M>
 class ModelEngine : public Engine {
  public:
   ModelEngine(std::shared_ptr<M> model, Config config, std::vector<ParamGroup> groups = {})
-      : Engine(model, std::move(config), std::move(groups)), model_(std::move(model)) {}
+      : Engine(model, std::move(config), std::move(groups), layer_list_of(*model)), model_(std::move(model)) {}
 
   template <class... Args>
   auto forward(Args&&... args) {

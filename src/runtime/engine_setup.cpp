@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "comm/comm.h"
-#include "runtime/data_parallel.h"
+#include "zero/collectives.h"
 #include "runtime/engine.h"
 #include "runtime/world.h"
 #include "util/error.h"
@@ -26,8 +26,14 @@ void reject_unbuilt_features(const Config& c) {
                        " is not implemented in deepspeed.cpp yet; remove it from the config or "
                        "set it to its default");
   };
-  if (c.zero_optimization.stage != 0)
-    refuse("zero_optimization.stage", fmt::format("ZeRO stage {}", c.zero_optimization.stage));
+  if (c.zero_optimization.offload_optimizer_enabled())
+    refuse("zero_optimization.offload_optimizer", "optimizer offload (ZeRO-Offload)");
+  if (c.zero_optimization.offload_param_enabled())
+    refuse("zero_optimization.offload_param", "parameter offload (ZeRO-Infinity)");
+  if (c.zero_optimization.stage > 0 && c.optimizer && c.optimizer->type == OptimizerType::Lamb)
+    throw NotSupported("optimizer.type: Lamb needs each parameter's whole gradient and weights for its trust "
+                       "ratio, which ZeRO partitions split across ranks (DeepSpeed refuses it too); use stage 0 "
+                       "or Adam/AdamW/Lion/Adagrad/SGD");
   if (c.fp16.enabled && c.fp16.fp16_master_weights_and_grads)
     refuse("fp16.fp16_master_weights_and_grads", "fp16 master weights");
 }
@@ -97,8 +103,9 @@ precision::ScalerFlavor scaler_flavor(const Config& c) {
 
 }  // namespace
 
-Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups)
-    : module_(std::move(module)), config_(std::move(config)) {
+Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups,
+               nn::LayerList* layers)
+    : module_(std::move(module)), config_(std::move(config)), layers_(layers) {
   DS_CHECK(module_ != nullptr, Error, "ds::initialize: model is null");
   comm_ = comm::make_communicator(comm::Backend::Auto);
   log::set_rank(comm_->rank());
@@ -112,8 +119,8 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
   setup_schedule();
   scaler_ = config_.fp16.enabled ? precision::make_loss_scaler(config_.fp16, scaler_flavor(config_))
                                  : precision::make_unit_loss_scaler();
-  log::info("engine ready (rank {} of {}, {} backend): {} trainable parameters in {} flat group(s) on {}; batch {} = micro {} x GAS {} x world {}",
-            rank(), world_size(), comm::to_string(comm_->backend()), flat_->numel(), flat_->groups().size(), device_.str(), config_.train_batch_size,
+  log::info("engine ready (rank {} of {}, {} backend, ZeRO stage {}): {} trainable parameters in {} group(s) on {}; batch {} = micro {} x GAS {} x world {}",
+            rank(), world_size(), comm::to_string(comm_->backend()), states_->stage(), states_->numel(), states_->num_groups(), device_.str(), config_.train_batch_size,
             config_.train_micro_batch_size_per_gpu, config_.gradient_accumulation_steps, world_size());
   log::info("{}", plan_.table());
   if (config_.steps_per_print) log_progress();
@@ -165,24 +172,37 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
   }
   DS_CHECK(!named.empty(), Error, "the model has no trainable parameters");
 
-  flat_ = std::make_unique<zero::FlatParameters>(zero::FlatParameters::build(named, {}));
-  // Compute-dtype parameters: the storage itself when dtypes agree, else a compute copy (buffers).
-  ledger_.add(Tier::Device, plan_.model == plan_.compute ? MemKind::Params : MemKind::Buffers, flat_->param_bytes());
-  ledger_.add(Tier::Device, MemKind::Grads, flat_->grad_bytes());
-  precision_ = std::make_unique<zero::PrecisionBuffers>(*flat_, plan_, ledger_, Tier::Device);
-  broadcast_model(*comm_, *module_, *precision_, flat_->groups().size());  // DeepSpeed: replicas start equal
-  for (const auto& b : module_->buffers(true)) ledger_.add(Tier::Device, MemKind::Buffers, b.numel() * b.element_size());
+  zero::ModelStatesOptions options;
+  options.config = &config_;
+  options.plan = plan_;
+  options.comm = comm_.get();
+  options.ledger = &ledger_;
+  options.tier = Tier::Device;
+  options.module = module_.get();
+  options.layers = layers_;
+  states_ = zero::make_model_states(options, named);  // broadcasts rank 0's parameters
+  torch::NoGradGuard no_grad;
+  for (auto& b : module_->buffers(true)) {
+    ledger_.add(Tier::Device, MemKind::Buffers, b.numel() * b.element_size());
+    if (b.is_contiguous()) zero::broadcast_from_rank0(*comm_, b, "broadcast_buffers");  // views follow their base
+  }
 }
 
 void Engine::setup_optimizer(const std::vector<ParamGroup>& groups) {
   if (!config_.optimizer) return;
   std::vector<zero::GroupHyperparams> overrides;
   for (const auto& g : groups) overrides.push_back({g.lr, g.weight_decay});
+  std::vector<zero::FlatGroup> layout;
   std::vector<torch::Tensor> storage;
-  for (size_t g = 0; g < flat_->groups().size(); ++g) storage.push_back(precision_->storage(g));
-  // Stage 0 calls the kernel per tensor, as DeepSpeed does (decides beta^t rounding, reference §19).
-  optimizer_ = std::make_unique<zero::FlatOptimizer>(*config_.optimizer, overrides, flat_->groups(), storage,
-                                                     ledger_, Tier::Device, zero::KernelCalls::PerTensor);
+  for (size_t g = 0; g < states_->num_groups(); ++g) {
+    layout.push_back(states_->local_layout(g));
+    storage.push_back(states_->local_params(g));
+  }
+  // Stage 0 calls the kernel per tensor, ZeRO per partition, as DeepSpeed does (decides beta^t
+  // rounding, reference §19).
+  const auto calls = states_->stage() == 0 ? zero::KernelCalls::PerTensor : zero::KernelCalls::PerPartition;
+  optimizer_ = std::make_unique<zero::FlatOptimizer>(*config_.optimizer, overrides, layout, storage, ledger_,
+                                                     Tier::Device, calls);
 }
 
 void Engine::setup_schedule() {
@@ -202,20 +222,26 @@ void Engine::check_memory_budget() const {
   int64_t numel = 0;
   for (const auto& p : module_->parameters(true))
     if (p.requires_grad()) numel += p.numel();
-  // Still to allocate, per parameter: the flat compute copy and its gradient (compute dtype), the
-  // model-dtype storage and accumulation buffer when they differ, fp32 master and optimizer state.
-  const uint64_t cs = c10::elementSize(plan_.compute), ms = c10::elementSize(plan_.model);
-  uint64_t per = 2 * cs;
-  if (plan_.model != plan_.compute) per += ms;
-  if (plan_.model != plan_.compute || plan_.grad_accum != plan_.compute) per += c10::elementSize(plan_.grad_accum);
-  if (config_.optimizer) per += (plan_.model != torch::kFloat32 ? 4 : 0) + 8;
-  const uint64_t need = static_cast<uint64_t>(numel) * per;
+  // Still to allocate per parameter (DESIGN §5 with our dtypes): parameters (the compute copy, and
+  // the model-dtype storage when it differs; stage 3 only a shard), gradients (full at stages 0-1,
+  // a partition at 2-3), fp32 master (unless the parameters are fp32) and optimizer state
+  // (partitioned at stages 1-3). Every rank on this machine allocates its own.
+  const int stage = config_.zero_optimization.stage;
+  const double n = world_size();
+  const double cs = c10::elementSize(plan_.compute), ms = c10::elementSize(plan_.model),
+               as = c10::elementSize(plan_.grad_accum);
+  double per = stage == 3 ? ms / n : cs + (plan_.model != plan_.compute ? ms : 0.0);
+  const bool separate_accum = plan_.model != plan_.compute || plan_.grad_accum != plan_.compute;
+  per += stage >= 2 ? as / n : cs + (separate_accum ? as : 0.0);
+  if (config_.optimizer) per += ((plan_.model != torch::kFloat32 ? 4.0 : 0.0) + 8.0) / (stage >= 1 ? n : 1.0);
+  const uint64_t need = static_cast<uint64_t>(double(numel) * per * std::max(1, local_world_size()));
   const uint64_t avail = mem_available_bytes();
   DS_CHECK(avail == 0 || need <= avail, OutOfMemory,
-           fmt::format("the model has {} trainable parameters; the engine needs {} more for flat "
-                       "parameters, gradients, master weights and optimizer state, but only {} of RAM "
-                       "is available. Use a smaller model (or, once available, ZeRO offload)",
-                       numel, format_bytes(need), format_bytes(avail)));
+           fmt::format("the model has {} trainable parameters; at ZeRO stage {} the {} rank(s) on this machine "
+                       "need {} more for parameters, gradients, master weights and optimizer state, but only {} "
+                       "of RAM is available. Use a smaller model, a higher zero_optimization.stage, more "
+                       "machines (or, once available, ZeRO offload)",
+                       numel, stage, std::max(1, local_world_size()), format_bytes(need), format_bytes(avail)));
 }
 
 }  // namespace ds

@@ -67,14 +67,16 @@ FlatParameters FlatParameters::build(const std::vector<NamedParam>& params,
                            kGradRegionAlignBytes);
     device = g.slots.front().param.device();
   }
-  out.grad_buffer_ = torch::zeros({grad_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
+  if (options.gradient_buffer)
+    out.grad_buffer_ = torch::zeros({grad_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
 
   torch::NoGradGuard no_grad;
   for (size_t gi = 0; gi < out.groups_.size(); ++gi) {
     FlatGroup& g = out.groups_[gi];
     const int64_t elem = static_cast<int64_t>(c10::elementSize(g.dtype));
     g.params = torch::zeros({g.padded_numel}, torch::TensorOptions().dtype(g.dtype).device(device));
-    g.grads = out.grad_buffer_.narrow(0, grad_offsets[gi], g.padded_numel * elem).view(g.dtype);
+    if (options.gradient_buffer)
+      g.grads = out.grad_buffer_.narrow(0, grad_offsets[gi], g.padded_numel * elem).view(g.dtype);
     for (auto& s : g.slots) {
       DS_CHECK(s.param.device() == device, Error,
                fmt::format("parameter '{}' is on {} but others are on {}", s.name,
@@ -83,7 +85,7 @@ FlatParameters FlatParameters::build(const std::vector<NamedParam>& params,
       view.copy_(s.param.detach());
       // The module's parameter now aliases the flat buffer; the old storage is released.
       s.param.set_data(view);
-      s.param.mutable_grad() = g.grads.narrow(0, s.offset, s.numel).view(s.shape);
+      if (g.grads.defined()) s.param.mutable_grad() = g.grads.narrow(0, s.offset, s.numel).view(s.shape);
     }
   }
   return out;
@@ -101,6 +103,7 @@ void FlatParameters::zero_grads() {
 
 int FlatParameters::rebind_grads() {
   int rebound = 0;
+  if (!grad_buffer_.defined()) return 0;
   for (auto& g : groups_) {
     for (auto& s : g.slots) {
       auto view = g.grads.narrow(0, s.offset, s.numel);

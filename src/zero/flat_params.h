@@ -28,7 +28,7 @@ struct FlatGroup {
   int64_t numel = 0;            // sum of slot numels
   int64_t padded_numel = 0;     // numel rounded up to FlatLayoutOptions::alignment (zero padding)
   torch::Tensor params;         // [padded_numel] storage the parameters view
-  torch::Tensor grads;          // [padded_numel] view into FlatParameters' gradient buffer
+  torch::Tensor grads;          // [padded_numel] view into the gradient buffer (undefined without one)
 };
 
 struct NamedParam {
@@ -39,6 +39,9 @@ struct NamedParam {
 
 struct FlatLayoutOptions {
   int64_t alignment = 16;       // elements; each group's flat length is padded to a multiple
+  // false (ZeRO stage 2): no gradient buffer; autograd allocates each .grad and the gradient
+  // reducer takes it as soon as it is complete, so full gradients never persist.
+  bool gradient_buffer = true;
 };
 
 class FlatParameters {
@@ -60,7 +63,7 @@ class FlatParameters {
 
   int64_t numel() const;                   // trainable elements, without padding
   uint64_t param_bytes() const;            // flat parameter storage, with padding
-  uint64_t grad_bytes() const { return static_cast<uint64_t>(grad_buffer_.numel()); }
+  uint64_t grad_bytes() const { return grad_buffer_.defined() ? static_cast<uint64_t>(grad_buffer_.numel()) : 0; }
 
  private:
   std::vector<FlatGroup> groups_;

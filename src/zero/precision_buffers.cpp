@@ -35,7 +35,9 @@ PrecisionBuffers::PrecisionBuffers(FlatParameters& flat, DtypePlan plan, MemoryL
       ledger.add(tier, MemKind::Params, g.storage.numel() * g.storage.element_size());
     }
     g.accum_aliases = plan_.grad_accum == plan_.compute && plan_.model == plan_.compute;
-    if (g.accum_aliases) {
+    if (!fg.grads.defined()) {
+      g.accum_aliases = true;  // no full gradients kept (stage 2/3): the gradient reducer owns them
+    } else if (g.accum_aliases) {
       g.accum = fg.grads;
     } else {
       g.accum = torch::zeros({fg.padded_numel}, fg.params.options().dtype(plan_.grad_accum));
@@ -64,7 +66,8 @@ torch::Tensor PrecisionBuffers::fp32_grads(size_t g) const {
 }
 
 void PrecisionBuffers::zero_grads() {
-  for (auto& g : groups_) g.accum.zero_();
+  for (auto& g : groups_)
+    if (g.accum.defined()) g.accum.zero_();
   flat_.zero_grads();
 }
 

@@ -4,6 +4,7 @@
 // alias instead of copying (fp32 training adds nothing).
 //
 // Per micro-step:  accum += round_to(model dtype)(compute grads); compute grads = 0
+// (Without a flat gradient buffer — stage 2 — there is no accumulation buffer either.)
 // Per step:        fp32 grads → optimizer → master → storage (rounded) → compute copy
 #pragma once
 

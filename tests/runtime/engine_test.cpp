@@ -121,8 +121,27 @@ void expect_error_mentions(const std::string& extra, const std::string& needle) 
 }
 
 TEST(Engine, FeaturesNotBuiltYetAreRefusedByConfigPath) {
-  expect_error_mentions(R"(, "zero_optimization": {"stage": 2})", "zero_optimization.stage");
-  expect_error_mentions(R"(, "zero_optimization": {"stage": 1})", "ZeRO stage 1");
+  expect_error_mentions(R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}})",
+                        "zero_optimization.offload_optimizer");
+  expect_error_mentions(R"(, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}})",
+                        "zero_optimization.offload_param");
+}
+
+TEST(Engine, Stage3WithoutALayerListNamesTheContract) {
+  // TwoLayer has no layers(): stage 3 cannot know when its parameters are used.
+  expect_error_mentions(R"(, "zero_optimization": {"stage": 3})", "LayerList");
+}
+
+TEST(Engine, LambUnderZeroIsRefused) {
+  auto model = std::make_shared<TwoLayer>();
+  try {
+    // Even past DeepSpeed's untested-optimizer gate, Lamb cannot run on partitions.
+    initialize(model, load_config_text(R"({"train_batch_size": 2, "zero_optimization": {"stage": 1},
+                                           "zero_allow_untested_optimizer": true, "optimizer": {"type": "Lamb"}})", 1));
+    FAIL() << "Lamb with ZeRO must be refused";
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer.type"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Engine, StepWithoutOptimizerNamesTheMissingSection) {

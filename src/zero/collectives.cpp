@@ -1,0 +1,111 @@
+#include "zero/collectives.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "comm/gradients.h"
+#include "comm/kernels.h"
+#include "util/error.h"
+
+namespace ds::zero {
+namespace {
+
+int64_t chunk_of(const torch::Tensor& t, int world) {
+  DS_ASSERT(t.numel() % world == 0, "tensor must split into world equal chunks");
+  return t.numel() / world;
+}
+
+// The elements per rank of one packed bucket: at least 1, at most the chunk.
+int64_t per_rank_bucket(int64_t bucket, int world, int64_t chunk) {
+  return std::clamp<int64_t>(bucket / world, 1, std::max<int64_t>(chunk, 1));
+}
+
+}  // namespace
+
+comm::Buffer as_buffer(const torch::Tensor& t) {
+  DS_CHECK(t.is_contiguous() && t.is_cpu(), NotSupported,
+           "the MPI communicator needs contiguous CPU tensors (GPU tensors go through NCCL in CUDA builds)");
+  comm::ElemType type;
+  switch (t.scalar_type()) {
+    case torch::kFloat32: type = comm::ElemType::Fp32; break;
+    case torch::kBFloat16: type = comm::ElemType::Bf16; break;
+    case torch::kFloat16: type = comm::ElemType::Fp16; break;
+    case torch::kFloat64: type = comm::ElemType::Fp64; break;
+    case torch::kInt64: type = comm::ElemType::Int64; break;
+    case torch::kInt32: type = comm::ElemType::Int32; break;
+    case torch::kUInt8: type = comm::ElemType::UInt8; break;
+    default: throw NotSupported(fmt::format("no communication type for {}", c10::toString(t.scalar_type())));
+  }
+  return comm::Buffer(t.data_ptr(), t.numel(), type);
+}
+
+void allreduce_average(comm::Communicator& comm, const torch::Tensor& t, Averaging avg, int64_t bucket,
+                       std::string_view tag) {
+  if (comm.size() == 1) return;
+  bucket = std::max<int64_t>(1, bucket);
+  for (int64_t off = 0; off < t.numel(); off += bucket) {
+    auto chunk = t.narrow(0, off, std::min(bucket, t.numel() - off));
+    comm::average_gradients(comm, as_buffer(chunk), avg.predivide_factor, avg.prescale, tag);
+  }
+}
+
+void reduce_scatter_average(comm::Communicator& comm, const torch::Tensor& t, Averaging avg, int64_t bucket,
+                            std::string_view tag) {
+  const int world = comm.size(), rank = comm.rank();
+  if (world == 1) return;
+  if (!(avg.predivide_factor > 0))
+    throw ConfigError("gradient_predivide_factor", fmt::format("must be > 0 (got {})", avg.predivide_factor));
+  const int64_t chunk = chunk_of(t, world);
+  const double n = world;
+  // DeepSpeed's arithmetic (comm/gradients.h average_gradients), the sum being a reduce-scatter.
+  const double pre = avg.prescale ? 1.0 / n : 1.0 / avg.predivide_factor;
+  const double post = avg.prescale ? 1.0 : avg.predivide_factor / n;
+  if (pre != 1.0) comm::scale_elements(as_buffer(t), pre);
+  auto mine = t.narrow(0, rank * chunk, chunk);
+  if (t.numel() <= bucket) {
+    comm.reduce_scatter(as_buffer(t), as_buffer(mine), comm::ReduceOp::Sum, tag);
+  } else {
+    const int64_t per = per_rank_bucket(bucket, world, chunk);
+    auto packed = torch::empty({per * world}, t.options());
+    auto chunks = t.view({world, chunk});
+    for (int64_t off = 0; off < chunk; off += per) {
+      const int64_t len = std::min(per, chunk - off);
+      auto pk = packed.narrow(0, 0, len * world);
+      pk.view({world, len}).copy_(chunks.narrow(1, off, len));
+      auto out = pk.narrow(0, rank * len, len);
+      comm.reduce_scatter(as_buffer(pk), as_buffer(out), comm::ReduceOp::Sum, tag);
+      mine.narrow(0, off, len).copy_(out);
+    }
+  }
+  if (!avg.prescale && avg.predivide_factor != n) comm::scale_elements(as_buffer(mine), post);
+}
+
+void all_gather_in_place(comm::Communicator& comm, const torch::Tensor& t, int64_t bucket, std::string_view tag) {
+  const int world = comm.size(), rank = comm.rank();
+  if (world == 1) return;
+  const int64_t chunk = chunk_of(t, world);
+  auto mine = t.narrow(0, rank * chunk, chunk);
+  if (t.numel() <= bucket) {
+    comm.all_gather(as_buffer(mine), as_buffer(t), tag);
+    return;
+  }
+  const int64_t per = per_rank_bucket(bucket, world, chunk);
+  auto packed = torch::empty({per * world}, t.options());
+  auto chunks = t.view({world, chunk});
+  for (int64_t off = 0; off < chunk; off += per) {
+    const int64_t len = std::min(per, chunk - off);
+    auto pk = packed.narrow(0, 0, len * world);
+    auto in = pk.narrow(0, rank * len, len);
+    in.copy_(mine.narrow(0, off, len));
+    comm.all_gather(as_buffer(in), as_buffer(pk), tag);
+    chunks.narrow(1, off, len).copy_(pk.view({world, len}));
+  }
+}
+
+void broadcast_from_rank0(comm::Communicator& comm, const torch::Tensor& t, std::string_view tag) {
+  if (comm.size() == 1) return;
+  comm.broadcast(as_buffer(t), 0, tag);
+}
+
+}  // namespace ds::zero

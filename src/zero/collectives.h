@@ -1,0 +1,39 @@
+// Tensor-level collectives for the ZeRO stages, over a Communicator and contiguous CPU tensors:
+// DeepSpeed's gradient averaging (reference §3) as all-reduce or reduce-scatter, the in-place
+// all-gather of updated 16-bit partitions, and the start-of-training broadcast. Each respects
+// its bucket size (elements) so temporary buffers stay bounded.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string_view>
+
+#include "comm/communicator.h"
+
+namespace ds::zero {
+
+// The comm layer's view of a contiguous CPU tensor.
+comm::Buffer as_buffer(const torch::Tensor& t);
+
+// DeepSpeed's averaging knobs: gradient_predivide_factor and prescale_gradients.
+struct Averaging {
+  double predivide_factor = 1.0;
+  bool prescale = false;
+};
+
+// t = average over ranks of t, in place, `bucket` elements per collective.
+void allreduce_average(comm::Communicator& comm, const torch::Tensor& t, Averaging avg, int64_t bucket,
+                       std::string_view tag);
+
+// t holds world equal chunks; afterwards chunk rank() holds the average over ranks of that chunk
+// (the other chunks are scratch). Buckets of at most `bucket` elements are packed rank by rank.
+void reduce_scatter_average(comm::Communicator& comm, const torch::Tensor& t, Averaging avg, int64_t bucket,
+                            std::string_view tag);
+
+// t holds world equal chunks and this rank's chunk is current; afterwards every chunk is.
+void all_gather_in_place(comm::Communicator& comm, const torch::Tensor& t, int64_t bucket, std::string_view tag);
+
+// Makes `t` on every rank equal to rank 0's.
+void broadcast_from_rank0(comm::Communicator& comm, const torch::Tensor& t, std::string_view tag);
+
+}  // namespace ds::zero

@@ -1,0 +1,80 @@
+// ModelStates: where one ZeRO stage keeps the model states of this rank — 16-bit parameters,
+// gradients, and the spans the optimizer steps — and how they move between ranks. The engine
+// sequences a step through this interface; it never asks which stage it is talking to.
+//
+//   stage 0  ReplicatedStates   full parameters and gradients; gradients all-reduced at the boundary
+//   stage 1  PartitionedStates  full parameters and gradients; gradients reduce-scattered at the
+//                               boundary, the optimizer steps the rank's partition, parameters all-gathered
+//   stage 2  PartitionedStates  as stage 1, but each gradient is reduced as autograd completes it and
+//                               only the rank's partition is kept across micro-steps
+//   stage 3  ShardedStates      parameters sharded too; gathered per layer (LayerList) or by guard
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "config/config.h"
+#include "nn/layer_list.h"
+#include "util/memory_ledger.h"
+#include "zero/dtype_plan.h"
+#include "zero/flat_params.h"
+
+namespace ds::zero {
+
+class ModelStates {
+ public:
+  virtual ~ModelStates() = default;
+
+  virtual int stage() const = 0;
+  // Before each forward: re-point what user code may have reset (e.g. .grad set to none).
+  virtual void before_forward() {}
+  // After each backward: this micro-step's gradients are folded into the accumulated ones.
+  virtual void after_backward() = 0;
+  // At the accumulation boundary: gradients reduced across ranks, so local_grads is final.
+  virtual void reduce_gradients() = 0;
+
+  virtual size_t num_groups() const = 0;
+  // The span the optimizer steps for group g (the whole group at stage 0, this rank's partition
+  // otherwise): its length (padded_numel) and the named parameter pieces in it (slot offsets are
+  // span offsets; slot.param is unset).
+  virtual const FlatGroup& local_layout(size_t g) const = 0;
+  // Model-dtype parameters of that span; the optimizer's fp32 master is made from it (or aliases it).
+  virtual torch::Tensor local_params(size_t g) const = 0;
+  // fp32 gradients of that span, averaged over ranks (a view or a converted copy).
+  virtual torch::Tensor local_grads(size_t g) const = 0;
+  // True when local spans are partitions, so norms and overflow flags must be combined across ranks.
+  virtual bool partitioned() const = 0;
+
+  // After the optimizer: masters[g] (fp32, local span) is written to the 16-bit parameters and
+  // the full parameters each rank needs are made current again.
+  virtual void write_back(const std::vector<torch::Tensor>& masters) = 0;
+  virtual void zero_grads() = 0;
+
+  virtual int64_t numel() const = 0;  // trainable elements, without padding
+  // The flat parameter buffers of stages 0-2 (nullptr at stage 3, where parameters are sharded).
+  virtual const FlatParameters* flat() const { return nullptr; }
+
+  // Stage 3: keep these parameters (all when empty) gathered until unhold; every rank must make
+  // the same calls. Other stages hold whole parameters anyway, so these do nothing.
+  virtual void hold(const std::vector<std::string>& names) {}
+  virtual void unhold(const std::vector<std::string>& names) {}
+};
+
+struct ModelStatesOptions {
+  const Config* config = nullptr;
+  DtypePlan plan;
+  comm::Communicator* comm = nullptr;
+  MemoryLedger* ledger = nullptr;
+  Tier tier = Tier::Device;
+  torch::nn::Module* module = nullptr;  // parameters already on the device, in the compute dtype
+  nn::LayerList* layers = nullptr;      // the model's layer sequence, if it has one (stage 3 needs it)
+};
+
+// Builds the stage config.zero_optimization.stage asks for over `params` (trainable, distinct).
+std::unique_ptr<ModelStates> make_model_states(const ModelStatesOptions& options, const std::vector<NamedParam>& params);
+
+}  // namespace ds::zero

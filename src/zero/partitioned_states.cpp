@@ -1,0 +1,163 @@
+#include "zero/partitioned_states.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "util/error.h"
+#include "zero/collectives.h"
+#include "zero/replicated_states.h"
+
+namespace ds::zero {
+namespace {
+
+// Every partition starts 2-element aligned (DeepSpeed's nccl_start_alignment_factor) and each
+// group stays 16-element aligned as at stage 0.
+int64_t group_alignment(int world) { return std::lcm<int64_t>(16, 2 * int64_t(world)); }
+
+}  // namespace
+
+FlatGroup partition_layout(const FlatGroup& group, const FlatPartition& partition, int rank) {
+  FlatGroup out;
+  out.param_group = group.param_group;
+  out.dtype = group.dtype;
+  out.padded_numel = partition.partition_size();
+  const int64_t begin = partition.begin(rank);
+  for (const auto& f : partition.fragments(rank, group.slots)) {
+    ParamSlot s;
+    s.name = group.slots[f.slot].name;
+    s.shape = {f.numel};
+    s.offset = f.flat_offset - begin;
+    s.numel = f.numel;
+    out.numel += f.numel;
+    out.slots.push_back(std::move(s));
+  }
+  return out;
+}
+
+PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vector<NamedParam>& params)
+    : config_(*o.config), comm_(*o.comm), stage_(o.config->zero_optimization.stage), plan_(o.plan),
+      flat_(FlatParameters::build(params, {group_alignment(o.comm->size()), /*gradient_buffer=*/stage_ == 1})) {
+  const int world = comm_.size(), rank = comm_.rank();
+  account_compute_params(flat_, plan_, *o.ledger, o.tier);
+  precision_ = std::make_unique<PrecisionBuffers>(flat_, plan_, *o.ledger, o.tier);
+  torch::NoGradGuard no_grad;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    const FlatGroup& fg = flat_.groups()[g];
+    broadcast_from_rank0(comm_, precision_->storage(g), "broadcast_parameters");
+    precision_->refresh_compute(g);
+    partitions_.emplace_back(fg.padded_numel, world);
+    DS_ASSERT(partitions_.back().padded_numel() == fg.padded_numel, "group padding covers the partition padding");
+    layouts_.push_back(partition_layout(fg, partitions_.back(), rank));
+  }
+  reduced_.resize(num_groups());
+  if (stage_ != 2) return;
+  std::vector<torch::Tensor> ordered;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    const int64_t n = partitions_[g].partition_size();
+    part_accum_.push_back(torch::zeros({n}, torch::TensorOptions().dtype(plan_.grad_accum)));
+    o.ledger->add(o.tier, MemKind::Grads, n * c10::elementSize(plan_.grad_accum));
+    for (size_t s = 0; s < flat_.groups()[g].slots.size(); ++s) {
+      ordered.push_back(flat_.groups()[g].slots[s].param);
+      slot_of_.emplace_back(g, s);
+    }
+  }
+  buckets_ = std::make_unique<GradientBuckets>(
+      std::move(ordered), config_.zero_optimization.reduce_bucket_size, plan_.model, plan_.communication,
+      [this](const Bucket& b, torch::Tensor& packed) { reduce_bucket(b, packed); });
+  // The bucket being filled and the one being reduced (its per-rank packing).
+  o.ledger->add(o.tier, MemKind::Buffers, 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
+}
+
+PartitionedStates::~PartitionedStates() = default;
+
+void PartitionedStates::after_backward() {
+  if (stage_ == 1) precision_->accumulate();
+  else buckets_->finish();
+}
+
+void PartitionedStates::reduce_bucket(const Bucket& bucket, torch::Tensor& packed) {
+  // Cut every gradient in the bucket at the partition boundaries; rank q's pieces are packed into
+  // chunk q (zero-padded to the longest chunk) and the chunks reduce-scattered, so each rank
+  // receives only the averaged pieces of its own partition.
+  const int world = comm_.size(), rank = comm_.rank();
+  struct Piece { size_t group; int64_t part_offset, bucket_offset, numel; };
+  std::vector<std::vector<Piece>> pieces(world);
+  std::vector<int64_t> chunk_len(world, 0);
+  for (const auto& e : bucket.entries) {
+    auto [g, s] = slot_of_[e.param];
+    const ParamSlot& slot = flat_.groups()[g].slots[s];
+    const FlatPartition& part = partitions_[g];
+    for (int q = 0; q < world; ++q) {
+      const int64_t lo = std::max(slot.offset, part.begin(q)), hi = std::min(slot.offset + slot.numel, part.end(q));
+      if (lo >= hi) continue;
+      pieces[q].push_back({g, lo - part.begin(q), e.offset + (lo - slot.offset), hi - lo});
+      chunk_len[q] += hi - lo;
+    }
+  }
+  const int64_t len = *std::max_element(chunk_len.begin(), chunk_len.end());
+  if (len == 0) return;
+  auto rs = torch::zeros({len * world}, packed.options());
+  for (int q = 0; q < world; ++q) {
+    int64_t at = q * len;
+    for (const auto& p : pieces[q]) {
+      rs.narrow(0, at, p.numel).copy_(packed.narrow(0, p.bucket_offset, p.numel));
+      at += p.numel;
+    }
+  }
+  const Averaging avg{config_.gradient_predivide_factor, config_.prescale_gradients};
+  if (config_.zero_optimization.reduce_scatter) {
+    reduce_scatter_average(comm_, rs, avg, rs.numel(), "reduce_scatter_gradients");
+  } else {
+    allreduce_average(comm_, rs, avg, rs.numel(), "allreduce_gradients");
+  }
+  int64_t at = rank * len;
+  for (const auto& p : pieces[rank]) {
+    auto& acc = part_accum_[p.group];
+    acc.narrow(0, p.part_offset, p.numel).add_(rs.narrow(0, at, p.numel).to(acc.scalar_type()));
+    at += p.numel;
+  }
+}
+
+void PartitionedStates::reduce_gradients() {
+  if (stage_ != 1) return;
+  torch::NoGradGuard no_grad;
+  const Averaging avg{config_.gradient_predivide_factor, config_.prescale_gradients};
+  for (size_t g = 0; g < num_groups(); ++g) {
+    torch::Tensor& acc = precision_->accum(g);
+    torch::Tensor wire = acc.scalar_type() == plan_.communication ? acc : acc.to(plan_.communication);
+    reduce_scatter_average(comm_, wire, avg, config_.zero_optimization.reduce_bucket_size, "reduce_scatter_gradients");
+    const FlatPartition& part = partitions_[g];
+    reduced_[g] = wire.narrow(0, part.begin(comm_.rank()), part.partition_size());
+  }
+}
+
+torch::Tensor PartitionedStates::local_params(size_t g) const {
+  const FlatPartition& part = partitions_[g];
+  return precision_->storage(g).narrow(0, part.begin(comm_.rank()), part.partition_size());
+}
+
+torch::Tensor PartitionedStates::local_grads(size_t g) const {
+  const torch::Tensor& t = stage_ == 1 ? reduced_[g] : part_accum_[g];
+  DS_ASSERT(t.defined(), "gradients are reduced before they are read");
+  return t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
+}
+
+void PartitionedStates::write_back(const std::vector<torch::Tensor>& masters) {
+  torch::NoGradGuard no_grad;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    auto mine = local_params(g);
+    if (mine.data_ptr() != masters[g].data_ptr()) mine.copy_(masters[g]);  // rounds to the model dtype
+    all_gather_in_place(comm_, precision_->storage(g), config_.zero_optimization.allgather_bucket_size,
+                        "allgather_parameters");
+    precision_->refresh_compute(g);
+  }
+}
+
+void PartitionedStates::zero_grads() {
+  precision_->zero_grads();
+  for (auto& t : part_accum_) t.zero_();
+  for (auto& t : reduced_) t = torch::Tensor();
+}
+
+}  // namespace ds::zero

@@ -1,0 +1,61 @@
+// Stages 1 and 2: whole 16-bit parameters on every rank; each flat group padded to a multiple of
+// 2·world elements and split into world equal partitions (reference §4.1); this rank's optimizer
+// (fp32 master and state) covers only its partition. After the step the updated partitions are
+// all-gathered in place (allgather_bucket_size elements at a time).
+//   stage 1: full gradients accumulate across micro-steps as at stage 0; at the boundary they are
+//            reduce-scattered (reduce_bucket_size) so each rank holds its partition's average.
+//   stage 2: no full gradient buffer. GradientBuckets takes each gradient as autograd completes it;
+//            every full bucket (reduce_bucket_size) is reduce-scattered at once, and the rank adds
+//            its pieces into its partition's accumulator, the only gradients kept between micro-steps.
+#pragma once
+
+#include "zero/gradient_buckets.h"
+#include "zero/model_states.h"
+#include "zero/partition.h"
+#include "zero/precision_buffers.h"
+
+namespace ds::zero {
+
+class PartitionedStates final : public ModelStates {
+ public:
+  PartitionedStates(const ModelStatesOptions& options, const std::vector<NamedParam>& params);
+  ~PartitionedStates() override;
+
+  int stage() const override { return stage_; }
+  void before_forward() override { flat_.rebind_grads(); }
+  void after_backward() override;
+  void reduce_gradients() override;
+  size_t num_groups() const override { return flat_.groups().size(); }
+  const FlatGroup& local_layout(size_t g) const override { return layouts_[g]; }
+  torch::Tensor local_params(size_t g) const override;
+  torch::Tensor local_grads(size_t g) const override;
+  bool partitioned() const override { return true; }
+  void write_back(const std::vector<torch::Tensor>& masters) override;
+  void zero_grads() override;
+  int64_t numel() const override { return flat_.numel(); }
+  const FlatParameters* flat() const override { return &flat_; }
+
+  const FlatPartition& partition(size_t g) const { return partitions_[g]; }
+
+ private:
+  void reduce_bucket(const Bucket& bucket, torch::Tensor& packed);
+
+  const Config& config_;
+  comm::Communicator& comm_;
+  int stage_;
+  DtypePlan plan_;
+  FlatParameters flat_;
+  std::unique_ptr<PrecisionBuffers> precision_;
+  std::vector<FlatPartition> partitions_;
+  std::vector<FlatGroup> layouts_;            // this rank's partition of each group
+  std::vector<torch::Tensor> reduced_;        // stage 1: the reduced partition, after reduce_gradients
+  std::vector<torch::Tensor> part_accum_;     // stage 2: [partition] in grad_accum dtype
+  std::vector<std::pair<size_t, size_t>> slot_of_;  // stage 2: bucket param index → (group, slot)
+  std::unique_ptr<GradientBuckets> buckets_;  // stage 2
+};
+
+// The named pieces of `partition`'s share of rank `rank`, as a layout whose offsets are relative
+// to the partition's start (what the optimizer and the norm see).
+FlatGroup partition_layout(const FlatGroup& group, const FlatPartition& partition, int rank);
+
+}  // namespace ds::zero

@@ -1,0 +1,49 @@
+// Stage 3: parameters, gradients and optimizer state all partitioned (reference §5). The model
+// must be a LayerList (DESIGN §4) so the coordinator knows when each layer's parameters are used;
+// gradients are taken as autograd completes them (GradientBuckets), reduce-scattered per bucket
+// into each rank's shards (DeepSpeed's reduce_scatter_coalesced arithmetic) and accumulated there.
+#pragma once
+
+#include "zero/gradient_buckets.h"
+#include "zero/model_states.h"
+#include "zero/param_coordinator.h"
+#include "zero/sharded_params.h"
+
+namespace ds::zero {
+
+class ShardedStates final : public ModelStates {
+ public:
+  ShardedStates(const ModelStatesOptions& options, const std::vector<NamedParam>& params);
+  ~ShardedStates() override;
+
+  int stage() const override { return 3; }
+  void after_backward() override;
+  void reduce_gradients() override {}
+  size_t num_groups() const override { return params_->num_groups(); }
+  const FlatGroup& local_layout(size_t g) const override { return params_->layout(g); }
+  torch::Tensor local_params(size_t g) const override { return params_->storage(g); }
+  torch::Tensor local_grads(size_t g) const override;
+  bool partitioned() const override { return true; }
+  void write_back(const std::vector<torch::Tensor>& masters) override;
+  void zero_grads() override;
+  int64_t numel() const override { return params_->numel(); }
+  void hold(const std::vector<std::string>& names) override;
+  void unhold(const std::vector<std::string>& names) override;
+
+  const ShardedParameters& parameters() const { return *params_; }
+
+ private:
+  void reduce_bucket(const Bucket& bucket, torch::Tensor& packed);
+  std::vector<size_t> ids_of(const std::vector<std::string>& names) const;
+
+  const Config& config_;
+  comm::Communicator& comm_;
+  DtypePlan plan_;
+  nn::LayerList* layers_;
+  std::unique_ptr<ShardedParameters> params_;
+  std::shared_ptr<ParamCoordinator> coordinator_;
+  std::vector<torch::Tensor> part_accum_;  // per group [shard numel], grad_accum dtype
+  std::unique_ptr<GradientBuckets> buckets_;
+};
+
+}  // namespace ds::zero
