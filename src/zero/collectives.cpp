@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
+
+#include "comm/work.h"
 
 #include "comm/gradients.h"
 #include "comm/kernels.h"
@@ -79,6 +82,40 @@ void reduce_scatter_average(comm::Communicator& comm, const torch::Tensor& t, Av
     }
   }
   if (!avg.prescale && avg.predivide_factor != n) comm::scale_elements(as_buffer(mine), post);
+}
+
+std::function<void()> reduce_scatter_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
+                                                   std::string_view tag) {
+  const int world = comm.size(), rank = comm.rank();
+  if (world == 1) return {};
+  if (!(avg.predivide_factor > 0))
+    throw ConfigError("gradient_predivide_factor", fmt::format("must be > 0 (got {})", avg.predivide_factor));
+  const int64_t chunk = chunk_of(t, world);
+  const double n = world;
+  const double pre = avg.prescale ? 1.0 / n : 1.0 / avg.predivide_factor;
+  if (pre != 1.0) comm::scale_elements(as_buffer(t), pre);
+  auto mine = t.narrow(0, rank * chunk, chunk);
+  auto work = std::make_shared<comm::Work>(comm.reduce_scatter_async(as_buffer(t), as_buffer(mine), comm::ReduceOp::Sum, tag));
+  return [work, t, mine, avg, n] {
+    work->wait();
+    if (!avg.prescale && avg.predivide_factor != n) comm::scale_elements(as_buffer(mine), avg.predivide_factor / n);
+  };
+}
+
+std::function<void()> allreduce_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
+                                              std::string_view tag) {
+  const int world = comm.size();
+  if (world == 1) return {};
+  if (!(avg.predivide_factor > 0))
+    throw ConfigError("gradient_predivide_factor", fmt::format("must be > 0 (got {})", avg.predivide_factor));
+  const double n = world;
+  const double pre = avg.prescale ? 1.0 / n : 1.0 / avg.predivide_factor;
+  if (pre != 1.0) comm::scale_elements(as_buffer(t), pre);
+  auto work = std::make_shared<comm::Work>(comm.all_reduce_async(as_buffer(t), comm::ReduceOp::Sum, tag));
+  return [work, t, avg, n] {
+    work->wait();
+    if (!avg.prescale && avg.predivide_factor != n) comm::scale_elements(as_buffer(t), avg.predivide_factor / n);
+  };
 }
 
 void all_gather_in_place(comm::Communicator& comm, const torch::Tensor& t, int64_t bucket, std::string_view tag) {

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string_view>
 
 #include "comm/communicator.h"
@@ -29,6 +30,15 @@ void allreduce_average(comm::Communicator& comm, const torch::Tensor& t, Averagi
 // (the other chunks are scratch). Buckets of at most `bucket` elements are packed rank by rank.
 void reduce_scatter_average(comm::Communicator& comm, const torch::Tensor& t, Averaging avg, int64_t bucket,
                             std::string_view tag);
+
+// The same as one collective, started now: returns the function that waits for it and applies
+// the post-scaling. `t` is kept alive by the returned function.
+std::function<void()> reduce_scatter_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
+                                                   std::string_view tag);
+
+// allreduce_average as one collective, started now (same contract as above).
+std::function<void()> allreduce_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
+                                              std::string_view tag);
 
 // t holds world equal chunks and this rank's chunk is current; afterwards every chunk is.
 void all_gather_in_place(comm::Communicator& comm, const torch::Tensor& t, int64_t bucket, std::string_view tag);

@@ -11,8 +11,9 @@
 namespace ds::zero {
 
 GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params, int64_t bucket_numel, torch::ScalarType round_to,
-                                 torch::ScalarType wire, ReduceFn reduce, std::function<void(size_t)> on_taken)
-    : params_(std::move(params)), round_to_(round_to), wire_(wire), reduce_(std::move(reduce)),
+                                 torch::ScalarType wire, bool overlap, ReduceFn reduce,
+                                 std::function<void(size_t)> on_taken)
+    : params_(std::move(params)), round_to_(round_to), wire_(wire), overlap_(overlap), reduce_(std::move(reduce)),
       on_taken_(std::move(on_taken)) {
   bucket_numel = std::max<int64_t>(1, bucket_numel);
   where_.resize(params_.size());
@@ -44,6 +45,10 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params, int64_t buck
 }
 
 GradientBuckets::~GradientBuckets() {
+  try {
+    drain(0);  // collectives in flight reference our buffers
+  } catch (...) {  // destructors never throw; the communicator has reported the failure
+  }
   for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
 }
 
@@ -74,15 +79,26 @@ void GradientBuckets::launch_ready() {
   while (next_ < buckets_.size() && pending_[next_] == 0) {
     if (!packed_[next_].defined())
       packed_[next_] = torch::zeros({buckets_[next_].numel}, torch::TensorOptions().dtype(wire_));
-    reduce_(buckets_[next_], packed_[next_]);
+    if (overlap_) drain(kMaxInFlight - 1);
+    in_flight_.push_back(reduce_(buckets_[next_], std::move(packed_[next_])));
     packed_[next_] = torch::Tensor();
     ++next_;
+    if (!overlap_) drain(0);
+  }
+}
+
+void GradientBuckets::drain(size_t keep) {
+  while (in_flight_.size() > keep) {
+    Finisher f = std::move(in_flight_.front());
+    in_flight_.erase(in_flight_.begin());
+    if (f) f();
   }
 }
 
 void GradientBuckets::finish() {
   for (size_t b = next_; b < buckets_.size(); ++b) pending_[b] = 0;  // missing gradients are zeros
   launch_ready();
+  drain(0);
   next_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].entries.size();
 }

@@ -6,6 +6,10 @@
 // parameters in reverse model order (the order backward produces them), `bucket_numel` elements
 // each, a larger parameter alone in its own bucket. Full gradients therefore never persist; at
 // most the buckets in flight are held (ZeRO stages 2 and 3).
+//
+// overlap_comm: the reduce callback starts its collective and returns a finisher; up to two
+// buckets stay in flight while autograd goes on computing the next gradients, the oldest finished
+// when a third would start and all of them at finish(). Without overlap each is finished at once.
 #pragma once
 
 #include <torch/torch.h>
@@ -35,11 +39,14 @@ struct Bucket {
 class GradientBuckets {
  public:
   // reduce(bucket, packed): packed holds the bucket's gradients [bucket.numel] in `wire` dtype,
-  // each rounded through `round_to` first (what a 16-bit gradient carries). on_taken(param) runs
-  // after a parameter's gradient was packed (stage 3 releases the parameter there).
-  using ReduceFn = std::function<void(const Bucket&, torch::Tensor& packed)>;
+  // each rounded through `round_to` first (what a 16-bit gradient carries); it starts the
+  // reduction and returns the function that completes it (waits, applies the result). on_taken(param)
+  // runs after a parameter's gradient was packed (stage 3 releases the parameter there).
+  using Finisher = std::function<void()>;
+  using ReduceFn = std::function<Finisher(const Bucket&, torch::Tensor packed)>;
+  static constexpr size_t kMaxInFlight = 2;
   GradientBuckets(std::vector<torch::Tensor> params, int64_t bucket_numel, torch::ScalarType round_to,
-                  torch::ScalarType wire, ReduceFn reduce, std::function<void(size_t)> on_taken = {});
+                  torch::ScalarType wire, bool overlap, ReduceFn reduce, std::function<void(size_t)> on_taken = {});
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -50,16 +57,21 @@ class GradientBuckets {
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int64_t max_bucket_numel() const;
+  // Buckets whose memory can be live at once: the one filling plus those in flight.
+  size_t max_live_buckets() const { return overlap_ ? kMaxInFlight + 1 : 1; }
 
  private:
   void on_gradient(size_t param);
   void launch_ready();
+  void drain(size_t keep);  // finishes in-flight reductions until at most `keep` remain
 
   std::vector<torch::Tensor> params_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> where_;  // param → (bucket, entry)
   torch::ScalarType round_to_, wire_;
+  bool overlap_;
   ReduceFn reduce_;
+  std::vector<Finisher> in_flight_;     // oldest first
   std::function<void(size_t)> on_taken_;
   std::vector<torch::Tensor> packed_;   // per bucket, allocated at its first gradient, freed when reduced
   std::vector<size_t> pending_;         // per bucket: entries still missing this pass

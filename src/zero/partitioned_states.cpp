@@ -64,9 +64,11 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
   }
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(ordered), config_.zero_optimization.reduce_bucket_size, plan_.model, plan_.communication,
-      [this](const Bucket& b, torch::Tensor& packed) { reduce_bucket(b, packed); });
-  // The bucket being filled and the one being reduced (its per-rank packing).
-  o.ledger->add(o.tier, MemKind::Buffers, 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
+      config_.zero_optimization.overlap_comm,
+      [this](const Bucket& b, const torch::Tensor& packed) { return reduce_bucket(b, packed); });
+  // Each live bucket: its packed gradients and their per-rank packing for the reduce-scatter.
+  o.ledger->add(o.tier, MemKind::Buffers,
+                buckets_->max_live_buckets() * 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
 }
 
 PartitionedStates::~PartitionedStates() = default;
@@ -76,9 +78,9 @@ void PartitionedStates::after_backward() {
   else buckets_->finish();
 }
 
-void PartitionedStates::reduce_bucket(const Bucket& bucket, torch::Tensor& packed) {
-  // Cut every gradient in the bucket at the partition boundaries; rank q's pieces are packed into
-  // chunk q (zero-padded to the longest chunk) and the chunks reduce-scattered, so each rank
+GradientBuckets::Finisher PartitionedStates::reduce_bucket(const Bucket& bucket, const torch::Tensor& packed) {
+  // Cut every gradient in the bucket at the partition boundaries; rank q's pieces can be packed
+  // into chunk q (zero-padded to the longest chunk) and the chunks reduce-scattered, so each rank
   // receives only the averaged pieces of its own partition.
   const int world = comm_.size(), rank = comm_.rank();
   struct Piece { size_t group; int64_t part_offset, bucket_offset, numel; };
@@ -96,27 +98,34 @@ void PartitionedStates::reduce_bucket(const Bucket& bucket, torch::Tensor& packe
     }
   }
   const int64_t len = *std::max_element(chunk_len.begin(), chunk_len.end());
-  if (len == 0) return;
-  auto rs = torch::zeros({len * world}, packed.options());
-  for (int q = 0; q < world; ++q) {
-    int64_t at = q * len;
-    for (const auto& p : pieces[q]) {
-      rs.narrow(0, at, p.numel).copy_(packed.narrow(0, p.bucket_offset, p.numel));
-      at += p.numel;
+  if (len == 0) return {};
+  const Averaging avg{config_.gradient_predivide_factor, config_.prescale_gradients};
+  // A reduce-scatter of the per-rank packing moves (world-1)·len elements per rank, an all-reduce
+  // of the bucket 2·(world-1)/world·numel: a bucket inside one partition (the usual case for big
+  // models) is cheaper to all-reduce. Both give every owner the same averaged values.
+  const bool scatter = config_.zero_optimization.reduce_scatter && len * world <= 2 * bucket.numel;
+  torch::Tensor wire = packed;
+  if (scatter) {
+    wire = torch::zeros({len * world}, packed.options());
+    for (int q = 0; q < world; ++q) {
+      int64_t at = q * len;
+      for (auto& p : pieces[q]) {
+        wire.narrow(0, at, p.numel).copy_(packed.narrow(0, p.bucket_offset, p.numel));
+        p.bucket_offset = at;  // where the piece now lives in `wire`
+        at += p.numel;
+      }
     }
   }
-  const Averaging avg{config_.gradient_predivide_factor, config_.prescale_gradients};
-  if (config_.zero_optimization.reduce_scatter) {
-    reduce_scatter_average(comm_, rs, avg, rs.numel(), "reduce_scatter_gradients");
-  } else {
-    allreduce_average(comm_, rs, avg, rs.numel(), "allreduce_gradients");
-  }
-  int64_t at = rank * len;
-  for (const auto& p : pieces[rank]) {
-    auto& acc = part_accum_[p.group];
-    acc.narrow(0, p.part_offset, p.numel).add_(rs.narrow(0, at, p.numel).to(acc.scalar_type()));
-    at += p.numel;
-  }
+  GradientBuckets::Finisher reduced = scatter ? reduce_scatter_average_async(comm_, wire, avg, "reduce_scatter_gradients")
+                                              : allreduce_average_async(comm_, wire, avg, "allreduce_gradients");
+  return [this, wire, reduced, mine = std::move(pieces[rank])] {
+    if (reduced) reduced();
+    torch::NoGradGuard no_grad;
+    for (const auto& p : mine) {
+      auto& acc = part_accum_[p.group];
+      acc.narrow(0, p.part_offset, p.numel).add_(wire.narrow(0, p.bucket_offset, p.numel).to(acc.scalar_type()));
+    }
+  };
 }
 
 void PartitionedStates::reduce_gradients() {

@@ -38,7 +38,7 @@ class PartitionedStates final : public ModelStates {
   const FlatPartition& partition(size_t g) const { return partitions_[g]; }
 
  private:
-  void reduce_bucket(const Bucket& bucket, torch::Tensor& packed);
+  GradientBuckets::Finisher reduce_bucket(const Bucket& bucket, const torch::Tensor& packed);
 
   const Config& config_;
   comm::Communicator& comm_;

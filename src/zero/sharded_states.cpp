@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/gradients.h"
+#include "comm/work.h"
 #include "util/error.h"
 #include "zero/collectives.h"
 
@@ -26,10 +26,12 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   }
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(tensors), config_.zero_optimization.reduce_bucket_size, plan_.model, plan_.communication,
-      [this](const Bucket& b, torch::Tensor& packed) { reduce_bucket(b, packed); },
+      config_.zero_optimization.overlap_comm,
+      [this](const Bucket& b, const torch::Tensor& packed) { return reduce_bucket(b, packed); },
       [this](size_t id) { coordinator_->param_done(id); });
-  // The bucket being filled and its rank-major packing for the reduce-scatter.
-  o.ledger->add(o.tier, MemKind::Buffers, 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
+  // Each live bucket: its packed gradients and their rank-major packing (≈ the same size).
+  o.ledger->add(o.tier, MemKind::Buffers,
+                buckets_->max_live_buckets() * 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
 }
 
 ShardedStates::~ShardedStates() {
@@ -41,28 +43,41 @@ void ShardedStates::after_backward() {
   coordinator_->end_pass();
 }
 
-void ShardedStates::reduce_bucket(const Bucket& bucket, torch::Tensor& packed) {
+GradientBuckets::Finisher ShardedStates::reduce_bucket(const Bucket& bucket, const torch::Tensor& packed) {
   const int world = comm_.size(), rank = comm_.rank();
-  std::vector<comm::ConstBuffer> inputs;
-  std::vector<comm::Buffer> outputs;
-  std::vector<torch::Tensor> shards;
+  // Rank-major packing: chunk q holds shard q of every gradient in the bucket (zero tails).
+  std::vector<int64_t> offset;  // of each entry's shard inside a chunk
+  int64_t chunk = 0;
   for (const auto& e : bucket.entries) {
-    const ShardedParam& p = (*params_)[e.param];
-    shards.push_back(torch::empty({p.shard.valid(rank)}, packed.options()));
-    inputs.emplace_back(as_buffer(packed.narrow(0, e.offset, e.numel)));
-    outputs.push_back(as_buffer(shards.back()));
+    offset.push_back(chunk);
+    chunk += (*params_)[e.param].shard.shard_size;
   }
+  auto wire = torch::zeros({chunk * world}, packed.options());
+  for (int q = 0; q < world; ++q)
+    for (size_t k = 0; k < bucket.entries.size(); ++k) {
+      const auto& e = bucket.entries[k];
+      const ParamShard& sh = (*params_)[e.param].shard;
+      const int64_t valid = sh.valid(q);
+      if (valid > 0) wire.narrow(0, q * chunk + offset[k], valid).copy_(packed.narrow(0, e.offset + sh.begin(q), valid));
+    }
+  auto mine = wire.narrow(0, rank * chunk, chunk);
+  std::shared_ptr<comm::Work> work;
   if (world > 1) {
-    comm::reduce_scatter_coalesced(comm_, inputs, outputs, "reduce_scatter_gradients");
-  } else {
-    for (size_t k = 0; k < shards.size(); ++k) shards[k].copy_(packed.narrow(0, bucket.entries[k].offset, shards[k].numel()));
+    wire.div_(world);  // DeepSpeed pre-divides the packed buffer by the world size
+    work = std::make_shared<comm::Work>(comm_.reduce_scatter_async(as_buffer(wire), as_buffer(mine),
+                                                                   comm::ReduceOp::Sum, "reduce_scatter_gradients"));
   }
-  for (size_t k = 0; k < shards.size(); ++k) {
-    const ShardedParam& p = (*params_)[bucket.entries[k].param];
-    if (shards[k].numel() == 0) continue;
-    auto& acc = part_accum_[p.group];
-    acc.narrow(0, p.offset, shards[k].numel()).add_(shards[k].to(acc.scalar_type()));
-  }
+  return [this, work, wire, mine, offset, entries = bucket.entries, rank] {
+    if (work) work->wait();
+    torch::NoGradGuard no_grad;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const ShardedParam& p = (*params_)[entries[k].param];
+      const int64_t valid = p.shard.valid(rank);
+      if (valid == 0) continue;
+      auto& acc = part_accum_[p.group];
+      acc.narrow(0, p.offset, valid).add_(mine.narrow(0, offset[k], valid).to(acc.scalar_type()));
+    }
+  };
 }
 
 torch::Tensor ShardedStates::local_grads(size_t g) const {

@@ -1,7 +1,8 @@
 // Stage 3: parameters, gradients and optimizer state all partitioned (reference §5). The model
 // must be a LayerList (DESIGN §4) so the coordinator knows when each layer's parameters are used;
 // gradients are taken as autograd completes them (GradientBuckets), reduce-scattered per bucket
-// into each rank's shards (DeepSpeed's reduce_scatter_coalesced arithmetic) and accumulated there.
+// into each rank's shards (DeepSpeed's reduce_scatter_coalesced arithmetic: shards packed rank by
+// rank, the packing divided by the world size, one reduce-scatter) and accumulated there.
 #pragma once
 
 #include "zero/gradient_buckets.h"
@@ -33,7 +34,7 @@ class ShardedStates final : public ModelStates {
   const ShardedParameters& parameters() const { return *params_; }
 
  private:
-  void reduce_bucket(const Bucket& bucket, torch::Tensor& packed);
+  GradientBuckets::Finisher reduce_bucket(const Bucket& bucket, const torch::Tensor& packed);
   std::vector<size_t> ids_of(const std::vector<std::string>& names) const;
 
   const Config& config_;

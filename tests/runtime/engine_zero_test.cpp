@@ -113,6 +113,20 @@ TEST_P(ZeroStages, SmallBucketsGiveTheSameResult) {
 INSTANTIATE_TEST_SUITE_P(Stage, ZeroStages, ::testing::Values(1, 2, 3),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });
 
+TEST(Stage2, OverlapAndAllReduceVariantsMatch) {
+  // Off-default paths: reductions left in flight while backward goes on; all-reduce instead of
+  // reduce-scatter.
+  for (const char* more : {R"(, "overlap_comm": true, "reduce_bucket_size": 3000)", R"(, "reduce_scatter": false)"}) {
+    auto got = engine_run(2, 2, zero(2, more));
+    expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
+  }
+}
+
+TEST(Stage3, WithoutOverlapMatches) {
+  auto got = engine_run(2, 1, zero(3, R"(, "overlap_comm": false, "reduce_bucket_size": 3000)"));
+  expect_matches(got, reference_run(2 * comm::launcher_world_size()));
+}
+
 TEST(Stage3, DefaultPersistenceKeepsSmallParametersAndStillMatches) {
   auto got = engine_run(2, 1, R"(, "zero_optimization": {"stage": 3})");
   expect_matches(got, reference_run(2 * comm::launcher_world_size()));

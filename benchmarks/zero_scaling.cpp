@@ -1,0 +1,203 @@
+// zero_scaling: step throughput and per-rank model-state bytes of ZeRO stages 0-3 at world sizes
+// 1, 2, 4 (real MPI ranks), for one GPT-2 configuration, bf16 parameters with bf16 gradient
+// accumulation (so the DESIGN §5 formulas with K = 12 apply), Adam.
+//
+//   ./build/benchmarks/zero_scaling                       # drives: mpirun -np W <self> --worker --stages S
+//   ./build/benchmarks/zero_scaling --worlds 1,2 --layers 4 --embd 256
+//
+// Ends with
+//   BENCH zero3_step_vs_stage0 ours=<stage-3 tokens/s> ref=<stage-0 tokens/s> unit=tokens_per_s ratio=..
+//   BENCH zero3_state_bytes ours=<stage-3 bytes/rank> ref=<(4+K)Ψ/N> unit=bytes ratio=..
+// both at the largest world measured. On one machine the ranks share its cores, so tokens/s is a
+// measure of ZeRO's overhead (communication, gathers), not of scaling.
+#include <deepspeed/deepspeed.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "models/gpt2.h"
+#include "util/system_info.h"
+
+namespace {
+
+struct Options {
+  std::vector<int> worlds{1, 2, 4};
+  std::vector<int> stages{0, 1, 2, 3};
+  int64_t layers = 4, embd = 256, heads = 4, vocab = 50257, seq = 128, micro = 2;
+  int steps = 4, warmup = 1;
+};
+
+struct Result {
+  int world = 0, stage = 0;
+  double tokens_per_s = 0, state_bytes = 0, psi = 0, peak_rss = 0;
+};
+
+ds::models::GPT2Config model_config(const Options& o) {
+  ds::models::GPT2Config c;
+  c.vocab_size = o.vocab;
+  c.n_positions = o.seq;
+  c.n_embd = o.embd;
+  c.n_layer = o.layers;
+  c.n_head = o.heads;
+  return c;
+}
+
+// One stage at this process's world size; every rank runs it, rank 0's figures are returned.
+Result run_stage(const Options& o, int stage) {
+  torch::manual_seed(1234);
+  auto model = ds::models::GPT2(model_config(o));
+  auto engine = ds::initialize(model, nlohmann::json::parse(fmt::format(R"({{
+      "train_micro_batch_size_per_gpu": {}, "bf16": {{"enabled": true}},
+      "data_types": {{"grad_accum_dtype": "bf16"}}, "optimizer": {{"type": "Adam", "params": {{"lr": 1e-4}}}},
+      "zero_optimization": {{"stage": {}}} }})", o.micro, stage)));
+  auto batch = [&](int s) {
+    torch::manual_seed(99 + s * 131 + engine.rank());
+    return torch::randint(0, o.vocab, {o.micro, o.seq}, torch::kLong);
+  };
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup) {
+      engine.communicator().barrier();
+      t0 = Clock::now();
+    }
+    auto idx = batch(s);
+    engine.backward(engine.forward(idx, idx));
+    engine.step();
+  }
+  engine.communicator().barrier();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto& m = engine.memory();
+  Result r;
+  r.world = engine.world_size();
+  r.stage = stage;
+  r.tokens_per_s = double(o.steps) * o.micro * o.seq * engine.world_size() / secs;
+  r.state_bytes = double(m.kind_total(ds::MemKind::Params) + m.kind_total(ds::MemKind::Grads) +
+                         m.kind_total(ds::MemKind::Master) + m.kind_total(ds::MemKind::OptimizerState));
+  r.psi = double(engine.model_states().numel());
+  r.peak_rss = double(ds::peak_rss_bytes());
+  return r;
+}
+
+int worker(const Options& o) {
+  auto comm = ds::comm::make_communicator(ds::comm::Backend::Auto);  // one MPI session for all stages
+  for (int stage : o.stages) {
+    Result r = run_stage(o, stage);
+    if (comm->rank() == 0)
+      std::printf("RESULT %d %d %.6f %.0f %.0f %.0f\n", r.world, r.stage, r.tokens_per_s, r.state_bytes, r.psi, r.peak_rss);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::vector<Result> launch(const Options& o, int world, const std::string& self) {
+  std::string cmd;
+  if (world > 1) {
+    if (geteuid() == 0) cmd += "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+    cmd += fmt::format("mpirun -np {} --oversubscribe --bind-to none ", world);
+  }
+  cmd += fmt::format("{} --worker --stages {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} "
+                     "--steps {} --warmup {} 2>&1",
+                     self, join(o.stages), o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup);
+  std::vector<Result> out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run: " + cmd);
+  char line[4096];
+  std::string log;
+  while (std::fgets(line, sizeof line, p)) {
+    Result r;
+    if (std::sscanf(line, "RESULT %d %d %lf %lf %lf %lf", &r.world, &r.stage, &r.tokens_per_s, &r.state_bytes, &r.psi,
+                    &r.peak_rss) == 6) {
+      out.push_back(r);
+      std::fprintf(stderr, "  world %d stage %d: %.1f tokens/s\n", r.world, r.stage, r.tokens_per_s);
+    } else {
+      log += line;
+    }
+  }
+  const int rc = pclose(p);
+  if (rc != 0 || out.size() != o.stages.size()) {
+    std::fprintf(stderr, "%s\n", log.c_str());
+    throw std::runtime_error(fmt::format("world {} run failed (exit {}): {}", world, rc, cmd));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool worker_mode = false;
+  CLI::App app{"zero_scaling: ZeRO stages 0-3 at world sizes 1, 2, 4 — tokens/s and model-state bytes per rank"};
+  app.add_option("--worlds", o.worlds)->delimiter(',')->capture_default_str();
+  app.add_option("--stages", o.stages)->delimiter(',')->capture_default_str();
+  app.add_option("--layers", o.layers)->capture_default_str();
+  app.add_option("--embd", o.embd)->capture_default_str();
+  app.add_option("--heads", o.heads)->capture_default_str();
+  app.add_option("--vocab", o.vocab)->capture_default_str();
+  app.add_option("--seq", o.seq)->capture_default_str();
+  app.add_option("--micro", o.micro, "micro-batch per rank")->capture_default_str();
+  app.add_option("--steps", o.steps, "measured steps")->capture_default_str();
+  app.add_option("--warmup", o.warmup)->capture_default_str();
+  app.add_flag("--worker", worker_mode, "internal: run the stages at this process's world size");
+  CLI11_PARSE(app, argc, argv);
+  if (worker_mode) return worker(o);
+
+  std::vector<Result> all;
+  // One process group per (world, stage), so peak RSS belongs to that stage alone.
+  for (int w : o.worlds)
+    for (int stage : o.stages) {
+      Options one = o;
+      one.stages = {stage};
+      auto rs = launch(one, w, argv[0]);
+      all.insert(all.end(), rs.begin(), rs.end());
+    }
+  std::map<int, double> stage0;  // world → stage-0 tokens/s
+  for (const auto& r : all)
+    if (r.stage == 0) stage0[r.world] = r.tokens_per_s;
+  const double k = 12.0;
+  auto formula = [&](const Result& r) {
+    const double n = r.world, psi = r.psi;
+    switch (r.stage) {
+      case 0: return (2 + 2 + k) * psi;
+      case 1: return 4 * psi + k * psi / n;
+      case 2: return 2 * psi + (2 + k) * psi / n;
+      default: return (4 + k) * psi / n;
+    }
+  };
+  fmt::print("\nZeRO scaling — GPT-2 {} layers × {} wide, vocab {} (Ψ = {:.1f}M), micro-batch {} × {} tokens per rank, bf16, Adam\n",
+             o.layers, o.embd, o.vocab, all.empty() ? 0.0 : all[0].psi / 1e6, o.micro, o.seq);
+  fmt::print("{:>5} {:>5} {:>12} {:>10} {:>16} {:>16} {:>8} {:>12}\n", "world", "stage", "tokens/s", "vs stage0",
+             "state B/rank", "DESIGN §5", "ratio", "peak RSS");
+  for (const auto& r : all) {
+    const double base = stage0.count(r.world) ? stage0[r.world] : 0.0;
+    fmt::print("{:>5} {:>5} {:>12.1f} {:>10.3f} {:>16.0f} {:>16.0f} {:>8.3f} {:>9.0f} MiB\n", r.world, r.stage,
+               r.tokens_per_s, base > 0 ? r.tokens_per_s / base : 0.0, r.state_bytes, formula(r),
+               r.state_bytes / formula(r), r.peak_rss / 1048576.0);
+  }
+  const Result* z3 = nullptr;
+  for (const auto& r : all)
+    if (r.stage == 3 && (!z3 || r.world > z3->world)) z3 = &r;
+  if (z3 && stage0.count(z3->world)) {
+    const double ref = stage0[z3->world];
+    fmt::print("BENCH zero3_step_vs_stage0 ours={:.1f} ref={:.1f} unit=tokens_per_s ratio={:.3f}\n", z3->tokens_per_s,
+               ref, z3->tokens_per_s / ref);
+  }
+  if (z3)
+    fmt::print("BENCH zero3_state_bytes ours={:.0f} ref={:.0f} unit=bytes ratio={:.4f}\n", z3->state_bytes, formula(*z3),
+               z3->state_bytes / formula(*z3));
+  return 0;
+}
