@@ -4,10 +4,13 @@
 //
 // `--ds-stall-test` (used by the watchdog ctest entry): rank 1 stops issuing collectives while the
 // others enter a barrier; their watchdog (DS_COMM_TIMEOUT_S) must abort the job with a diagnostic.
+// `--ds-die-test`: rank 1 dies (exits without finalizing MPI) while the others wait in a barrier;
+// the job must end non-zero on its own (mpirun tears down the survivors), with no watchdog set.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -52,6 +55,17 @@ int stall_test() {
   return 0;
 }
 
+int die_test() {
+  Communicator& comm = world();
+  if (comm.rank() == 1) {
+    std::fprintf(stderr, "[rank 1] die test: exiting abruptly\n");
+    std::_Exit(7);
+  }
+  comm.barrier("die_test_barrier");
+  std::fprintf(stderr, "[rank %d] die test: barrier returned without rank 1\n", comm.rank());
+  return 0;
+}
+
 }  // namespace
 
 Communicator& world() { return *g_world; }
@@ -63,12 +77,16 @@ int main(int argc, char** argv) {
   using namespace ds::comm;
   using namespace ds::comm::test;
   ::testing::InitGoogleTest(&argc, argv);
-  bool stall = false;
-  for (int i = 1; i < argc; ++i) stall = stall || std::strcmp(argv[i], "--ds-stall-test") == 0;
+  bool stall = false, die = false;
+  for (int i = 1; i < argc; ++i) {
+    stall = stall || std::strcmp(argv[i], "--ds-stall-test") == 0;
+    die = die || std::strcmp(argv[i], "--ds-die-test") == 0;
+  }
 
   g_world = make_communicator(Backend::Auto);
   const int rank = g_world->rank();
   if (stall) return stall_test();
+  if (die) return die_test();
   g_variants.push_back({"world/" + std::string(to_string(g_world->backend())), g_world.get()});
   if (g_world->backend() == Backend::Mpi) {
     MpiOptions native;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "comm/comm.h"
 #include "models/gpt2.h"
@@ -108,6 +109,50 @@ TEST_P(ZeroStages, SmallBucketsGiveTheSameResult) {
   auto got = engine_run(2, 2, zero(GetParam(), R"(, "reduce_bucket_size": 3000, "allgather_bucket_size": 2000,
                                                  "stage3_prefetch_bucket_size": 5000, "stage3_max_live_parameters": 20000)"));
   expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
+}
+
+TEST_P(ZeroStages, OverflowInOneRanksGradientSkipsTheStepOnEveryRank) {
+  // fp16: the last rank makes one small parameter's gradient inf. After the reduction only that
+  // parameter's owner sees it in its partition; every rank must still skip and lower the scale.
+  auto data = corpus();
+  models::BatchSampler sampler(data, 32, kSeed);
+  auto engine = initialize(make_model(), nlohmann::json::parse(fmt::format(R"({{
+      "train_micro_batch_size_per_gpu": 2, "fp16": {{"enabled": true, "initial_scale_power": 8, "hysteresis": 1}},
+      "optimizer": {{"type": "Adam"}} {} }})", zero(GetParam()))));
+  const int world = engine.world_size(), rank = engine.rank();
+  const std::string victim = "transformer.h.0.mlp.c_fc.bias";
+  auto snapshot = [&] {
+    zero::GatheredParameters all(engine);
+    std::vector<torch::Tensor> out;
+    for (const auto& p : engine.model().parameters()) out.push_back(p.detach().to(torch::kFloat32).clone());
+    return out;
+  };
+  auto train = [&](int s, bool poison) {
+    zero::GatheredParameters g(engine, {victim});  // stage 3: the loss term reads it outside the layers
+    auto b = sampler.batch((int64_t{s} * world + rank) * 2, 2);
+    auto loss = engine.forward(b.inputs, b.targets);
+    if (poison && rank == world - 1)
+      loss = loss + std::numeric_limits<float>::infinity() * engine.model().named_parameters()[victim].sum();
+    engine.backward(loss);
+    engine.step();
+  };
+  train(0, false);
+  const double scale = engine.loss_scale();
+  const auto before = snapshot();
+  train(1, true);
+  int32_t bad = 0;
+  EXPECT_FALSE(engine.was_step_applied()) << "rank " << rank;
+  EXPECT_EQ(engine.loss_scale(), scale / 2) << "rank " << rank;
+  bad += engine.was_step_applied() || engine.loss_scale() != scale / 2 ? 1 : 0;
+  const auto after = snapshot();
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(torch::equal(before[i], after[i])) << "rank " << rank << " parameter " << i;
+    bad += torch::equal(before[i], after[i]) ? 0 : 1;
+  }
+  engine.communicator().all_reduce(comm::Buffer(&bad, 1));
+  EXPECT_EQ(bad, 0) << "a rank stepped, kept its scale, or changed parameters despite the overflow";
+  train(2, false);  // and training goes on
+  EXPECT_TRUE(engine.was_step_applied());
 }
 
 INSTANTIATE_TEST_SUITE_P(Stage, ZeroStages, ::testing::Values(1, 2, 3),
