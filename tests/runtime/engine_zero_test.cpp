@@ -26,9 +26,19 @@ models::TokenDataset corpus() {
   return models::TokenDataset::from_text(text);
 }
 
-models::GPT2 make_model() {
+models::GPT2 make_model(const models::GPT2Config& config = models::GPT2Config::preset("tiny")) {
   torch::manual_seed(kSeed);
-  return models::GPT2(models::GPT2Config::preset("tiny"));
+  return models::GPT2(config);
+}
+
+// Sizes no world divides: vocab 257, width 30 (3 heads of 10) — every flat group and most
+// parameters need padding at world 2 and 4 (Ψ = 32070 = 16·2004 + 6).
+models::GPT2Config odd_config() {
+  models::GPT2Config c = models::GPT2Config::preset("tiny");
+  c.vocab_size = 257;
+  c.n_embd = 30;
+  c.n_head = 3;
+  return c;
 }
 
 struct Run {
@@ -36,10 +46,11 @@ struct Run {
   std::vector<torch::Tensor> params;
 };
 
-Run engine_run(int micro, int gas, const std::string& extra = "") {
+Run engine_run(int micro, int gas, const std::string& extra = "",
+               const models::GPT2Config& model = models::GPT2Config::preset("tiny")) {
   auto data = corpus();
   models::BatchSampler sampler(data, 32, kSeed);
-  auto engine = initialize(make_model(), nlohmann::json::parse(fmt::format(R"({{
+  auto engine = initialize(make_model(model), nlohmann::json::parse(fmt::format(R"({{
       "train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {}, "gradient_clipping": 1.0,
       "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3, "weight_decay": 0.01}}}} {} }})", micro, gas, extra)));
   const int world = engine.world_size(), rank = engine.rank();
@@ -59,10 +70,10 @@ Run engine_run(int micro, int gas, const std::string& extra = "") {
   return run;
 }
 
-Run reference_run(int batch) {
+Run reference_run(int batch, const models::GPT2Config& config = models::GPT2Config::preset("tiny")) {
   auto data = corpus();
   models::BatchSampler sampler(data, 32, kSeed);
-  auto model = make_model();
+  auto model = make_model(config);
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
   Run run;
   for (int s = 0; s < kSteps; ++s) {
@@ -109,6 +120,12 @@ TEST_P(ZeroStages, SmallBucketsGiveTheSameResult) {
   auto got = engine_run(2, 2, zero(GetParam(), R"(, "reduce_bucket_size": 3000, "allgather_bucket_size": 2000,
                                                  "stage3_prefetch_bucket_size": 5000, "stage3_max_live_parameters": 20000)"));
   expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
+}
+
+TEST_P(ZeroStages, SizesNoWorldDividesArePadded) {
+  ASSERT_NE(odd_config().num_parameters() % 16, 0);
+  auto got = engine_run(2, 2, zero(GetParam(), R"(, "reduce_bucket_size": 3000)"), odd_config());
+  expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size(), odd_config()));
 }
 
 TEST_P(ZeroStages, OverflowInOneRanksGradientSkipsTheStepOnEveryRank) {
