@@ -25,6 +25,7 @@
 #include "zero/dtype_plan.h"
 #include "zero/flat_optimizer.h"
 #include "nn/layer_list.h"
+#include "offload/host_memory.h"
 #include "zero/flat_params.h"
 #include "zero/model_states.h"
 
@@ -123,6 +124,7 @@ class Engine {
   torch::Device device_ = torch::kCPU;
   zero::DtypePlan plan_;
   nn::LayerList* layers_ = nullptr;
+  offload::HostMemoryPlan host_;  // ZeRO-Offload host buffers: pinned or not, and why
   std::unique_ptr<zero::ModelStates> states_;
   std::unique_ptr<zero::FlatOptimizer> optimizer_;
   std::unique_ptr<optim::LrScheduler> scheduler_;

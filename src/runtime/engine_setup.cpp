@@ -14,6 +14,7 @@
 #include "util/error.h"
 #include "util/logging.h"
 #include "util/system_info.h"
+#include "offload/host_memory.h"
 
 namespace ds {
 namespace {
@@ -26,8 +27,14 @@ void reject_unbuilt_features(const Config& c) {
                        " is not implemented in deepspeed.cpp yet; remove it from the config or "
                        "set it to its default");
   };
-  if (c.zero_optimization.offload_optimizer_enabled())
-    refuse("zero_optimization.offload_optimizer", "optimizer offload (ZeRO-Offload)");
+  const auto& off = c.zero_optimization.offload_optimizer;
+  if (off.device == OffloadDevice::Nvme && c.zero_optimization.stage == 3)
+    refuse("zero_optimization.offload_optimizer.device", "\"nvme\" (ZeRO-Infinity optimizer swapping)");
+  if (c.zero_optimization.offload_optimizer_enabled() && off.ratio < 1.0)
+    throw NotSupported(fmt::format("zero_optimization.offload_optimizer.ratio: {} asks for partial offload (part of "
+                                   "the optimizer on the device), which deepspeed.cpp does not do; use 1.0 (all on "
+                                   "the CPU) or remove offload_optimizer",
+                                   off.ratio));
   if (c.zero_optimization.offload_param_enabled())
     refuse("zero_optimization.offload_param", "parameter offload (ZeRO-Infinity)");
   if (c.zero_optimization.stage > 0 && c.optimizer && c.optimizer->type == OptimizerType::Lamb)
@@ -180,6 +187,17 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
   options.tier = Tier::Device;
   options.module = module_.get();
   options.layers = layers_;
+  if (config_.zero_optimization.offload_optimizer_enabled()) {
+    options.offload_gradients = true;
+    int64_t numel = 0;
+    for (const auto& np : named) numel += np.param.numel();
+    // Host bytes per rank: fp32 gradients, master and optimizer state of the partition.
+    const uint64_t host_bytes = static_cast<uint64_t>(numel) * 16u / static_cast<uint64_t>(world_size());
+    options.host = offload::plan_host_memory(config_.zero_optimization.offload_optimizer.pin_memory, !device_.is_cpu(),
+                                             host_bytes, memlock_limit_bytes());
+    if (!options.host.note.empty()) log::warn("zero_optimization.offload_optimizer.{}", options.host.note);
+    host_ = options.host;
+  }
   states_ = zero::make_model_states(options, named);  // broadcasts rank 0's parameters
   torch::NoGradGuard no_grad;
   for (auto& b : module_->buffers(true)) {
@@ -201,8 +219,14 @@ void Engine::setup_optimizer(const std::vector<ParamGroup>& groups) {
   // Stage 0 calls the kernel per tensor, ZeRO per partition, as DeepSpeed does (decides beta^t
   // rounding, reference §19).
   const auto calls = states_->stage() == 0 ? zero::KernelCalls::PerTensor : zero::KernelCalls::PerPartition;
+  // ZeRO-Offload: master and state in host buffers, stepped by the CPU kernels sub-group by sub-group.
+  const bool offload = config_.zero_optimization.offload_optimizer_enabled();
+  zero::MasterPlacement placement;
+  placement.alias_fp32 = !offload;
+  placement.pinned = offload && host_.pinned;
+  placement.sub_group_size = offload && states_->stage() == 3 ? config_.zero_optimization.sub_group_size : 0;
   optimizer_ = std::make_unique<zero::FlatOptimizer>(*config_.optimizer, overrides, layout, storage, ledger_,
-                                                     Tier::Device, calls);
+                                                     offload ? Tier::Cpu : Tier::Device, calls, placement);
 }
 
 void Engine::setup_schedule() {
@@ -233,7 +257,10 @@ void Engine::check_memory_budget() const {
   double per = stage == 3 ? ms / n : cs + (plan_.model != plan_.compute ? ms : 0.0);
   const bool separate_accum = plan_.model != plan_.compute || plan_.grad_accum != plan_.compute;
   per += stage >= 2 ? as / n : cs + (separate_accum ? as : 0.0);
-  if (config_.optimizer) per += ((plan_.model != torch::kFloat32 ? 4.0 : 0.0) + 8.0) / (stage >= 1 ? n : 1.0);
+  const bool offload = config_.zero_optimization.offload_optimizer_enabled();
+  const bool fp32_master_copy = plan_.model != torch::kFloat32 || offload;  // offload never aliases
+  if (config_.optimizer) per += ((fp32_master_copy ? 4.0 : 0.0) + 8.0) / (stage >= 1 ? n : 1.0);
+  if (offload && stage >= 2) per += 4.0 / n - as / n;  // fp32 host gradient partition instead
   const uint64_t need = static_cast<uint64_t>(double(numel) * per * std::max(1, local_world_size()));
   const uint64_t avail = mem_available_bytes();
   DS_CHECK(avail == 0 || need <= avail, OutOfMemory,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <span>
 
 #include "optim/adagrad.h"
@@ -32,8 +33,8 @@ float* f32(const torch::Tensor& t) { return t.data_ptr<float>(); }
 
 FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                              const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
-                             MemoryLedger& ledger, Tier tier, KernelCalls calls)
-    : config_(config), calls_(calls) {
+                             MemoryLedger& ledger, Tier tier, KernelCalls calls, MasterPlacement placement)
+    : config_(config), calls_(calls), sub_group_size_(placement.sub_group_size) {
   DS_ASSERT(layout.size() == storage.size(), "one storage tensor per flat group");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < layout.size(); ++i) {
@@ -45,13 +46,19 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
       if (o.lr) g.hp.lr = *o.lr;
       if (o.weight_decay) g.hp.weight_decay = *o.weight_decay;
     }
-    DS_CHECK(storage[i].is_cpu(), NotSupported,
+    DS_CHECK(storage[i].is_cpu() || tier == Tier::Cpu, NotSupported,
              "the flat optimizer kernels run on CPU tensors; accelerator master weights arrive with the CUDA build");
-    g.master_aliases = storage[i].scalar_type() == torch::kFloat32;
-    g.master = g.master_aliases ? storage[i] : storage[i].to(torch::kFloat32).contiguous();
-    if (!g.master_aliases) ledger.add(tier, MemKind::Master, g.master.numel() * sizeof(float));
+    g.master_aliases = placement.alias_fp32 && storage[i].scalar_type() == torch::kFloat32;
+    auto host = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU).pinned_memory(placement.pinned);
+    if (g.master_aliases) {
+      g.master = storage[i];
+    } else {
+      g.master = torch::empty({storage[i].numel()}, host);
+      g.master.copy_(storage[i]);  // device → host, rounded up to fp32
+      ledger.add(tier, MemKind::Master, g.master.numel() * sizeof(float));
+    }
     for (const auto& name : state_names(config.type, g.hp)) {
-      g.state[name] = torch::zeros({fg.padded_numel}, g.master.options());
+      g.state[name] = torch::zeros({fg.padded_numel}, host);
       ledger.add(tier, MemKind::OptimizerState, fg.padded_numel * sizeof(float));
     }
     if (config.type == OptimizerType::Adagrad) {
@@ -103,8 +110,12 @@ void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
       float* m = f32(g.state["exp_avg"]);
       float* v = f32(g.state["exp_avg_sq"]);
       if (calls_ == KernelCalls::PerPartition) {
-        adam_state_.advance(steps_, h.beta1, h.beta2);
-        optim::adam_update(p, gr, m, v, n, h, adam_state_);
+        // One kernel call per sub-group (the whole span without sub-groups).
+        const int64_t sub = sub_group_size_ > 0 ? sub_group_size_ : std::max<int64_t>(n, 1);
+        for (int64_t off = 0; off < n; off += sub) {
+          adam_state_.advance(steps_, h.beta1, h.beta2);
+          optim::adam_update(p + off, gr + off, m + off, v + off, std::min(sub, n - off), h, adam_state_);
+        }
       } else {
         for (auto [off, len] : g.segments) {
           adam_state_.advance(steps_, h.beta1, h.beta2);

@@ -30,13 +30,24 @@ struct GroupHyperparams {
 // rest recompute it with pow()), ZeRO stages once per flat partition.
 enum class KernelCalls { PerTensor, PerPartition };
 
+// How the master weights and state are held. Offloaded (tier Cpu), the fp32 master is always a host
+// copy — never the device parameters, even when those are fp32 — in (pinned) host memory, and Adam
+// steps the span in sub-groups of `sub_group_size` elements (DeepSpeed's sub_group_size), the unit
+// the NVMe swapper streams.
+struct MasterPlacement {
+  bool alias_fp32 = true;
+  bool pinned = false;
+  int64_t sub_group_size = 0;  // 0: the whole span in one kernel call
+};
+
 class FlatOptimizer {
  public:
   // `storage[g]` holds group g's parameters in the model dtype ([padded_numel]); the master copy is
   // made from it (or aliases it when fp32). `layout` gives the parameter segments (Lamb's norms).
   FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                 const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
-                MemoryLedger& ledger, Tier tier, KernelCalls calls = KernelCalls::PerPartition);
+                MemoryLedger& ledger, Tier tier, KernelCalls calls = KernelCalls::PerPartition,
+                MasterPlacement placement = {});
 
   // One step of every group from fp32 gradient spans [padded_numel], one per group.
   void step(const std::vector<torch::Tensor>& fp32_grads);
@@ -66,6 +77,7 @@ class FlatOptimizer {
 
   OptimizerConfig config_;
   KernelCalls calls_;
+  int64_t sub_group_size_ = 0;
   optim::AdamStepState adam_state_;  // one per optimizer object, as DeepSpeed's CPU Adam
   std::vector<Group> groups_;
   int64_t steps_ = 0;

@@ -19,6 +19,7 @@
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "nn/layer_list.h"
+#include "offload/host_memory.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
 #include "zero/flat_params.h"
@@ -72,6 +73,11 @@ struct ModelStatesOptions {
   Tier tier = Tier::Device;
   torch::nn::Module* module = nullptr;  // parameters already on the device, in the compute dtype
   nn::LayerList* layers = nullptr;      // the model's layer sequence, if it has one (stage 3 needs it)
+  // ZeRO-Offload (offload_optimizer.device "cpu"): this rank's gradient partition lives in fp32 host
+  // buffers (Tier::Cpu) — accumulated there as buckets are reduced (stages 2-3) or copied there at
+  // the boundary (stage 1) — and local_grads returns them.
+  bool offload_gradients = false;
+  offload::HostMemoryPlan host;
 };
 
 // Builds the stage config.zero_optimization.stage asks for over `params` (trainable, distinct).

@@ -37,6 +37,7 @@ FlatGroup partition_layout(const FlatGroup& group, const FlatPartition& partitio
 
 PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vector<NamedParam>& params)
     : config_(*o.config), comm_(*o.comm), stage_(o.config->zero_optimization.stage), plan_(o.plan),
+      offload_(o.offload_gradients),
       flat_(FlatParameters::build(params, {group_alignment(o.comm->size()), /*gradient_buffer=*/stage_ == 1})) {
   const int world = comm_.size(), rank = comm_.rank();
   account_compute_params(flat_, plan_, *o.ledger, o.tier);
@@ -51,12 +52,23 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
     layouts_.push_back(partition_layout(fg, partitions_.back(), rank));
   }
   reduced_.resize(num_groups());
-  if (stage_ != 2) return;
+  if (stage_ == 1) {
+    for (size_t g = 0; offload_ && g < num_groups(); ++g) {
+      host_grads_.push_back(offload::host_zeros(partitions_[g].partition_size(), torch::kFloat32, o.host));
+      o.ledger->add(Tier::Cpu, MemKind::Grads, partitions_[g].partition_size() * sizeof(float));
+    }
+    return;
+  }
   std::vector<torch::Tensor> ordered;
   for (size_t g = 0; g < num_groups(); ++g) {
     const int64_t n = partitions_[g].partition_size();
-    part_accum_.push_back(torch::zeros({n}, torch::TensorOptions().dtype(plan_.grad_accum)));
-    o.ledger->add(o.tier, MemKind::Grads, n * c10::elementSize(plan_.grad_accum));
+    if (offload_) {  // accumulated in fp32 on the host as buckets are reduced (DeepSpeed's CPU offload)
+      part_accum_.push_back(offload::host_zeros(n, torch::kFloat32, o.host));
+      o.ledger->add(Tier::Cpu, MemKind::Grads, n * sizeof(float));
+    } else {
+      part_accum_.push_back(torch::zeros({n}, torch::TensorOptions().dtype(plan_.grad_accum)));
+      o.ledger->add(o.tier, MemKind::Grads, n * c10::elementSize(plan_.grad_accum));
+    }
     for (size_t s = 0; s < flat_.groups()[g].slots.size(); ++s) {
       ordered.push_back(flat_.groups()[g].slots[s].param);
       slot_of_.emplace_back(g, s);
@@ -138,6 +150,7 @@ void PartitionedStates::reduce_gradients() {
     reduce_scatter_average(comm_, wire, avg, config_.zero_optimization.reduce_bucket_size, "reduce_scatter_gradients");
     const FlatPartition& part = partitions_[g];
     reduced_[g] = wire.narrow(0, part.begin(comm_.rank()), part.partition_size());
+    if (offload_) reduced_[g] = host_grads_[g].copy_(reduced_[g]);  // device → host, as fp32
   }
 }
 

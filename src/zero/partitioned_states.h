@@ -44,11 +44,13 @@ class PartitionedStates final : public ModelStates {
   comm::Communicator& comm_;
   int stage_;
   DtypePlan plan_;
+  bool offload_;
   FlatParameters flat_;
   std::unique_ptr<PrecisionBuffers> precision_;
   std::vector<FlatPartition> partitions_;
   std::vector<FlatGroup> layouts_;            // this rank's partition of each group
   std::vector<torch::Tensor> reduced_;        // stage 1: the reduced partition, after reduce_gradients
+  std::vector<torch::Tensor> host_grads_;     // stage 1 offload: [partition] fp32 host copies
   std::vector<torch::Tensor> part_accum_;     // stage 2: [partition] in grad_accum dtype
   std::vector<std::pair<size_t, size_t>> slot_of_;  // stage 2: bucket param index → (group, slot)
   std::unique_ptr<GradientBuckets> buckets_;  // stage 2

@@ -21,8 +21,13 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   for (size_t id = 0; id < params_->size(); ++id) tensors.push_back((*params_)[id].param);
   for (size_t g = 0; g < num_groups(); ++g) {
     const int64_t n = params_->storage(g).numel();
-    part_accum_.push_back(torch::zeros({n}, torch::TensorOptions().dtype(plan_.grad_accum)));
-    o.ledger->add(o.tier, MemKind::Grads, n * c10::elementSize(plan_.grad_accum));
+    if (o.offload_gradients) {  // fp32 host partition, accumulated as buckets are reduced
+      part_accum_.push_back(offload::host_zeros(n, torch::kFloat32, o.host));
+      o.ledger->add(Tier::Cpu, MemKind::Grads, n * sizeof(float));
+    } else {
+      part_accum_.push_back(torch::zeros({n}, torch::TensorOptions().dtype(plan_.grad_accum)));
+      o.ledger->add(o.tier, MemKind::Grads, n * c10::elementSize(plan_.grad_accum));
+    }
   }
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(tensors), config_.zero_optimization.reduce_bucket_size, plan_.model, plan_.communication,

@@ -121,8 +121,10 @@ void expect_error_mentions(const std::string& extra, const std::string& needle) 
 }
 
 TEST(Engine, FeaturesNotBuiltYetAreRefusedByConfigPath) {
-  expect_error_mentions(R"(, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}})",
-                        "zero_optimization.offload_optimizer");
+  expect_error_mentions(R"(, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}})",
+                        "zero_optimization.offload_optimizer.device");
+  expect_error_mentions(R"(, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
+                        "zero_optimization.offload_optimizer.ratio");
   expect_error_mentions(R"(, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}})",
                         "zero_optimization.offload_param");
 }

@@ -97,6 +97,39 @@ TEST_P(ZeroMemory, LedgerMatchesTheZeroFormulas) {
 INSTANTIATE_TEST_SUITE_P(Stage, ZeroMemory, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });
 
+TEST_P(ZeroMemory, CpuOffloadLeavesOnly16BitStatesOnTheDevice) {
+  // offload_optimizer cpu: the device tier keeps 16-bit parameters (and, at stage 1, the full
+  // 16-bit gradients); the CPU tier holds KΨ/N of master + moments and the fp32 gradient partition.
+  const int stage = GetParam();
+  if (stage == 0) GTEST_SKIP() << "offload needs stage >= 1";
+  torch::manual_seed(7);
+  auto model = models::GPT2(models::GPT2Config::preset("tiny"));
+  std::vector<int64_t> sizes;
+  int64_t psi = 0;
+  for (const auto& p : model->parameters()) {
+    psi += p.numel();
+    sizes.push_back(p.numel());
+  }
+  auto engine = initialize(model, nlohmann::json::parse(fmt::format(R"({{
+      "train_micro_batch_size_per_gpu": 1, "bf16": {{"enabled": true}},
+      "data_types": {{"compute_dtype": "bf16", "grad_accum_dtype": "bf16"}}, "optimizer": {{"type": "Adam"}},
+      "zero_optimization": {{"stage": {}, "stage3_param_persistence_threshold": 0,
+                             "offload_optimizer": {{"device": "cpu"}}}} }})", stage)));
+  const int n = engine.world_size();
+  const int64_t lcm = std::lcm<int64_t>(16, 2 * n);
+  const int64_t partitioned = (psi + lcm - 1) / lcm * lcm;
+  int64_t shards = 0;
+  for (int64_t s : sizes) shards += zero::shard_parameter(s, n).shard_size;
+  const int64_t local = stage == 3 ? shards : partitioned / n;  // this rank's optimizer span
+  const auto& m = engine.memory();
+  EXPECT_EQ(m.bytes(Tier::Device, MemKind::Params), uint64_t(2 * (stage == 3 ? shards : partitioned))) << engine.memory_report();
+  EXPECT_EQ(m.bytes(Tier::Device, MemKind::Grads), stage == 1 ? uint64_t(2 * partitioned) : 0u) << engine.memory_report();
+  EXPECT_EQ(m.bytes(Tier::Device, MemKind::Master) + m.bytes(Tier::Device, MemKind::OptimizerState), 0u);
+  EXPECT_EQ(m.bytes(Tier::Cpu, MemKind::Master), uint64_t(4 * local)) << engine.memory_report();
+  EXPECT_EQ(m.bytes(Tier::Cpu, MemKind::OptimizerState), uint64_t(8 * local)) << engine.memory_report();
+  EXPECT_EQ(m.bytes(Tier::Cpu, MemKind::Grads), uint64_t(4 * local)) << engine.memory_report();
+}
+
 TEST(Stage3Sharding, ReleasedParametersHoldOnlyAPlaceholder) {
   torch::manual_seed(7);
   auto model = models::GPT2(models::GPT2Config::preset("tiny"));

@@ -122,6 +122,14 @@ TEST_P(ZeroStages, SmallBucketsGiveTheSameResult) {
   expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
 }
 
+TEST_P(ZeroStages, CpuOffloadMatchesOneProcess) {
+  // ZeRO-Offload: fp32 master, Adam moments and gradient partitions in host buffers, the step on
+  // the CPU kernels (stage 3 in sub-groups), 16-bit parameters copied back.
+  auto got = engine_run(2, 2, zero(GetParam(), R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+                                                 "sub_group_size": 5000, "reduce_bucket_size": 3000)"));
+  expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
+}
+
 TEST_P(ZeroStages, SizesNoWorldDividesArePadded) {
   ASSERT_NE(odd_config().num_parameters() % 16, 0);
   auto got = engine_run(2, 2, zero(GetParam(), R"(, "reduce_bucket_size": 3000)"), odd_config());

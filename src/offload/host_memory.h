@@ -1,0 +1,29 @@
+// Host (CPU-tier) buffers for ZeRO-Offload: where the fp32 master weights, optimizer state and
+// gradient partitions live when `offload_optimizer.device` is "cpu". With a GPU they are pinned
+// (page-locked) when `pin_memory` asks for it and the locked-memory limit allows, so copies to and
+// from the device run at full speed and overlap; otherwise they are pageable, with one warning
+// that says why. On a CPU-only machine the device and host tiers are the same RAM, but the engine
+// still keeps separate host buffers and copies explicitly — the same code path a GPU takes.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ds::offload {
+
+struct HostMemoryPlan {
+  bool pinned = false;
+  std::string note;  // why not pinned (empty when pinned or not requested)
+};
+
+// Decides pinning for `bytes` of host buffers: needs pin_memory, an accelerator to pin for, and
+// RLIMIT_MEMLOCK (`memlock_limit`, UINT64_MAX = unlimited) of at least `bytes`.
+HostMemoryPlan plan_host_memory(bool pin_memory, bool has_accelerator, std::uint64_t bytes,
+                                std::uint64_t memlock_limit);
+
+// A zero-filled host tensor [numel] of `dtype`, pinned if the plan says so.
+torch::Tensor host_zeros(std::int64_t numel, torch::ScalarType dtype, const HostMemoryPlan& plan);
+
+}  // namespace ds::offload
