@@ -48,6 +48,7 @@ void Engine::backward(const torch::Tensor& loss) {
   loss_accum_ += scaled.detach().item<double>();
   const double s = scaler_->scale();
   if (s != 1.0) scaled = scaled.to(torch::kFloat32) * s;  // DeepSpeed: (loss.float() * cur_scale).backward()
+  if (overlap_step_ && optimizer_ && is_gradient_accumulation_boundary()) arm_overlapped_step();
   scaled.backward();
   states_->after_backward();
   timings_.bwd = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -106,7 +107,37 @@ void Engine::unscale_and_clip(std::vector<torch::Tensor>& grads) {
   last_grad_norm_ = clip > 0.0 ? scaled_norm / scale : -1.0;
 }
 
+void Engine::arm_overlapped_step() {
+  // Legal only without global clipping and without overflow checks (setup decided): no step-wide
+  // quantity is needed before a sub-group's update, so each runs once its gradients are final.
+  optimizer_->begin_step();
+  step_in_flight_ = true;
+  const double inv_scale = 1.0 / scaler_->scale();  // a static fp16 scale
+  states_->arm_sub_group_steps([this, inv_scale](size_t g, int64_t begin, int64_t end) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor grads = states_->local_grads(g);  // the fp32 host partition itself (offload)
+    if (inv_scale != 1.0) grads.narrow(0, begin, end - begin).mul_(inv_scale);
+    optimizer_->step_range(g, begin, end, grads);
+    overlapped_sub_group_steps_ += 1;
+  });
+}
+
 void Engine::take_model_step() {
+  if (step_in_flight_) {
+    // The optimizer already stepped every sub-group during backward; publish the parameters.
+    step_in_flight_ = false;
+    (void)scaler_->update(false);
+    last_step_applied_ = true;
+    last_grad_norm_ = -1.0;
+    std::vector<torch::Tensor> masters;
+    for (size_t g = 0; g < states_->num_groups(); ++g) masters.push_back(optimizer_->master(g));
+    states_->write_back(masters);
+    if (scheduler_) {
+      scheduler_->step();
+      apply_schedule();
+    }
+    return;
+  }
   states_->reduce_gradients();
   std::vector<torch::Tensor> grads;
   for (size_t g = 0; g < states_->num_groups(); ++g) grads.push_back(states_->local_grads(g));

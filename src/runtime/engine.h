@@ -66,6 +66,8 @@ class Engine {
   double get_global_grad_norm() const { return last_grad_norm_; }
   // Mean loss of the last completed global step (sum over micro-steps of loss/GAS).
   double last_loss() const { return last_loss_; }
+  // ZeRO-Offload overlap: optimizer sub-groups stepped during backward so far (0 when it is off).
+  int64_t overlapped_sub_group_steps() const { return overlapped_sub_group_steps_; }
 
   int64_t train_batch_size() const { return config_.train_batch_size; }
   int64_t train_micro_batch_size_per_gpu() const { return config_.train_micro_batch_size_per_gpu; }
@@ -113,6 +115,7 @@ class Engine {
   double grad_norm(const std::vector<torch::Tensor>& grads) const;
   void unscale_and_clip(std::vector<torch::Tensor>& grads);
   void take_model_step();
+  void arm_overlapped_step();
   void zero_grads();
   void log_progress() const;
   void log_timings(bool boundary) const;
@@ -125,6 +128,9 @@ class Engine {
   zero::DtypePlan plan_;
   nn::LayerList* layers_ = nullptr;
   offload::HostMemoryPlan host_;  // ZeRO-Offload host buffers: pinned or not, and why
+  bool overlap_step_ = false;     // ZeRO-Offload: step sub-groups as their gradients complete
+  bool step_in_flight_ = false;   // this boundary's optimizer step already ran during backward
+  int64_t overlapped_sub_group_steps_ = 0;
   std::unique_ptr<zero::ModelStates> states_;
   std::unique_ptr<zero::FlatOptimizer> optimizer_;
   std::unique_ptr<optim::LrScheduler> scheduler_;

@@ -197,6 +197,21 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
                                              host_bytes, memlock_limit_bytes());
     if (!options.host.note.empty()) log::warn("zero_optimization.offload_optimizer.{}", options.host.note);
     host_ = options.host;
+    // Overlap the CPU step with backward where nothing step-wide is needed first (docs/offload.md).
+    std::string why_not;
+    if (config_.zero_optimization.stage < 2) why_not = "stage 1 reduces gradients only at the boundary";
+    else if (config_.gradient_clipping > 0) why_not = "gradient_clipping needs the global norm of every gradient first";
+    else if (config_.fp16.enabled && config_.fp16.loss_scale == 0) why_not = "fp16 dynamic loss scaling checks every gradient for overflow first";
+    else if (!config_.optimizer) why_not = "no optimizer";
+    overlap_step_ = why_not.empty();
+    if (overlap_step_) {
+      options.sub_group_steps = config_.zero_optimization.sub_group_size;
+      log::info("ZeRO-Offload: each optimizer sub-group ({} elements) steps on the CPU as soon as its gradients are "
+                "reduced, overlapping the rest of backward",
+                config_.zero_optimization.sub_group_size);
+    } else {
+      log::info("ZeRO-Offload: the CPU step runs after backward ({})", why_not);
+    }
   }
   states_ = zero::make_model_states(options, named);  // broadcasts rank 0's parameters
   torch::NoGradGuard no_grad;

@@ -83,7 +83,7 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
 void FlatOptimizer::step(const std::vector<torch::Tensor>& grads) {
   DS_ASSERT(grads.size() == groups_.size(), "one gradient span per group");
   torch::NoGradGuard no_grad;
-  ++steps_;
+  begin_step();
   for (size_t i = 0; i < groups_.size(); ++i) {
     DS_ASSERT(grads[i].scalar_type() == torch::kFloat32 && grads[i].is_contiguous() &&
                   grads[i].numel() == groups_[i].master.numel(),
@@ -92,10 +92,34 @@ void FlatOptimizer::step(const std::vector<torch::Tensor>& grads) {
   }
 }
 
+void FlatOptimizer::begin_step() { ++steps_; }
+
+void FlatOptimizer::step_range(size_t gi, int64_t begin, int64_t end, const torch::Tensor& grad) {
+  DS_ASSERT(gi < groups_.size() && 0 <= begin && begin <= end && end <= groups_[gi].master.numel() &&
+                grad.scalar_type() == torch::kFloat32 && grad.is_contiguous() && grad.numel() == groups_[gi].master.numel(),
+            "step_range over a contiguous fp32 gradient span of the group's length");
+  DS_ASSERT(config_.type != OptimizerType::Lamb, "Lamb needs whole parameters; it never steps by range");
+  torch::NoGradGuard no_grad;
+  step_span(groups_[gi], grad.data_ptr<float>(), begin, end - begin);
+}
+
 void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
   const int64_t n = g.master.numel();
-  float* p = f32(g.master);
   const float* gr = grad.data_ptr<float>();
+  const bool adam = config_.type == OptimizerType::Adam || config_.type == OptimizerType::AdamW;
+  if (config_.type == OptimizerType::Lamb || (adam && calls_ == KernelCalls::PerTensor)) {
+    step_span(g, gr, 0, n);  // per-parameter structure handled inside
+    return;
+  }
+  // One kernel call per sub-group (the whole span without sub-groups).
+  const int64_t sub = sub_group_size_ > 0 ? sub_group_size_ : std::max<int64_t>(n, 1);
+  for (int64_t off = 0; off < n; off += sub) step_span(g, gr, off, std::min(sub, n - off));
+}
+
+void FlatOptimizer::step_span(Group& g, const float* grad, int64_t off, int64_t n) {
+  float* p = f32(g.master) + off;
+  const float* gr = grad + off;
+  auto state = [&](const char* name) { return f32(g.state[name]) + off; };
   switch (config_.type) {
     case OptimizerType::Adam:
     case OptimizerType::AdamW: {
@@ -107,19 +131,15 @@ void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
       h.weight_decay = g.hp.weight_decay;
       h.bias_correction = g.hp.bias_correction;
       h.adamw_mode = config_.type == OptimizerType::AdamW || g.hp.adam_w_mode;
-      float* m = f32(g.state["exp_avg"]);
-      float* v = f32(g.state["exp_avg_sq"]);
+      float* m = state("exp_avg");
+      float* v = state("exp_avg_sq");
       if (calls_ == KernelCalls::PerPartition) {
-        // One kernel call per sub-group (the whole span without sub-groups).
-        const int64_t sub = sub_group_size_ > 0 ? sub_group_size_ : std::max<int64_t>(n, 1);
-        for (int64_t off = 0; off < n; off += sub) {
-          adam_state_.advance(steps_, h.beta1, h.beta2);
-          optim::adam_update(p + off, gr + off, m + off, v + off, std::min(sub, n - off), h, adam_state_);
-        }
+        adam_state_.advance(steps_, h.beta1, h.beta2);
+        optim::adam_update(p, gr, m, v, n, h, adam_state_);
       } else {
-        for (auto [off, len] : g.segments) {
+        for (auto [s_off, len] : g.segments) {  // stage 0: per tensor (off is 0 here)
           adam_state_.advance(steps_, h.beta1, h.beta2);
-          optim::adam_update(p + off, gr + off, m + off, v + off, len, h, adam_state_);
+          optim::adam_update(p + s_off, gr + s_off, m + s_off, v + s_off, len, h, adam_state_);
         }
       }
       break;
@@ -127,26 +147,25 @@ void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
     case OptimizerType::SGD: {
       auto h = optim::SgdHyperparams::from_config(g.hp);
       optim::SgdState s{steps_ > 1};
-      float* buf = g.state.count("momentum_buffer") ? f32(g.state["momentum_buffer"]) : nullptr;
+      float* buf = g.state.count("momentum_buffer") ? state("momentum_buffer") : nullptr;
       optim::sgd_update(p, gr, buf, n, h, s);
       break;
     }
     case OptimizerType::Adagrad: {
       auto h = optim::AdagradHyperparams::from_config(g.hp);
-      optim::adagrad_update(p, gr, f32(g.state["sum"]), n, h, optim::AdagradState{steps_});
+      optim::adagrad_update(p, gr, state("sum"), n, h, optim::AdagradState{steps_});
       break;
     }
     case OptimizerType::Lamb: {
       auto h = optim::LambHyperparams::from_config(g.hp);
       std::vector<optim::LambSegment> segs;
-      for (auto [off, len] : g.segments) segs.push_back({off, len});
-      optim::lamb_update(p, gr, f32(g.state["exp_avg"]), f32(g.state["exp_avg_sq"]), n, segs, h,
-                         optim::LambState{steps_});
+      for (auto [s_off, len] : g.segments) segs.push_back({s_off, len});
+      optim::lamb_update(p, gr, state("exp_avg"), state("exp_avg_sq"), n, segs, h, optim::LambState{steps_});
       break;
     }
     case OptimizerType::Lion: {
       auto h = optim::LionHyperparams::from_config(g.hp);
-      optim::lion_update(p, gr, f32(g.state["exp_avg"]), n, h);
+      optim::lion_update(p, gr, state("exp_avg"), n, h);
       break;
     }
   }

@@ -51,6 +51,11 @@ class FlatOptimizer {
 
   // One step of every group from fp32 gradient spans [padded_numel], one per group.
   void step(const std::vector<torch::Tensor>& fp32_grads);
+  // The same step in pieces (ZeRO-Offload overlap): begin_step() once, then step_range over
+  // disjoint ranges that together cover every group's span. `fp32_grads` is group g's whole span.
+  // Not for Lamb (its trust ratio needs whole parameters).
+  void begin_step();
+  void step_range(size_t g, int64_t begin, int64_t end, const torch::Tensor& fp32_grads);
 
   OptimizerType type() const { return config_.type; }
   size_t num_groups() const { return groups_.size(); }
@@ -74,6 +79,7 @@ class FlatOptimizer {
     std::vector<std::pair<int64_t, int64_t>> segments;  // (offset, numel) per parameter
   };
   void step_group(Group& g, const torch::Tensor& grad);
+  void step_span(Group& g, const float* grad, int64_t offset, int64_t n);
 
   OptimizerConfig config_;
   KernelCalls calls_;

@@ -80,7 +80,7 @@ void GradientBuckets::launch_ready() {
     if (!packed_[next_].defined())
       packed_[next_] = torch::zeros({buckets_[next_].numel}, torch::TensorOptions().dtype(wire_));
     if (overlap_) drain(kMaxInFlight - 1);
-    in_flight_.push_back(reduce_(buckets_[next_], std::move(packed_[next_])));
+    in_flight_.push_back(reduce_(next_, buckets_[next_], std::move(packed_[next_])));
     packed_[next_] = torch::Tensor();
     ++next_;
     if (!overlap_) drain(0);

@@ -38,12 +38,12 @@ struct Bucket {
 
 class GradientBuckets {
  public:
-  // reduce(bucket, packed): packed holds the bucket's gradients [bucket.numel] in `wire` dtype,
+  // reduce(index, bucket, packed): packed holds the bucket's gradients [bucket.numel] in `wire` dtype,
   // each rounded through `round_to` first (what a 16-bit gradient carries); it starts the
   // reduction and returns the function that completes it (waits, applies the result). on_taken(param)
   // runs after a parameter's gradient was packed (stage 3 releases the parameter there).
   using Finisher = std::function<void()>;
-  using ReduceFn = std::function<Finisher(const Bucket&, torch::Tensor packed)>;
+  using ReduceFn = std::function<Finisher(size_t index, const Bucket&, torch::Tensor packed)>;
   static constexpr size_t kMaxInFlight = 2;
   GradientBuckets(std::vector<torch::Tensor> params, int64_t bucket_numel, torch::ScalarType round_to,
                   torch::ScalarType wire, bool overlap, ReduceFn reduce, std::function<void(size_t)> on_taken = {});

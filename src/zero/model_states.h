@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,11 @@ class ModelStates {
   // The flat parameter buffers of stages 0-2 (nullptr at stage 3, where parameters are sharded).
   virtual const FlatParameters* flat() const { return nullptr; }
 
+  // ZeRO-Offload overlap (stages 2-3, built with ModelStatesOptions::sub_group_steps): during the
+  // next backward pass call ready(g, begin, end) as soon as [begin, end) of group g's local
+  // gradients are final, the rest at its end. Returns false where the stage cannot.
+  virtual bool arm_sub_group_steps(std::function<void(size_t, int64_t, int64_t)> ready) { return false; }
+
   // Stage 3: keep these parameters (all when empty) gathered until unhold; every rank must make
   // the same calls. Other stages hold whole parameters anyway, so these do nothing.
   virtual void hold(const std::vector<std::string>& names) {}
@@ -78,6 +84,8 @@ struct ModelStatesOptions {
   // the boundary (stage 1) — and local_grads returns them.
   bool offload_gradients = false;
   offload::HostMemoryPlan host;
+  // > 0: track gradient completeness per sub-group of this many elements (arm_sub_group_steps).
+  int64_t sub_group_steps = 0;
 };
 
 // Builds the stage config.zero_optimization.stage asks for over `params` (trainable, distinct).

@@ -77,7 +77,16 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(ordered), config_.zero_optimization.reduce_bucket_size, plan_.model, plan_.communication,
       config_.zero_optimization.overlap_comm,
-      [this](const Bucket& b, const torch::Tensor& packed) { return reduce_bucket(b, packed); });
+      [this](size_t i, const Bucket& b, const torch::Tensor& packed) { return reduce_bucket(i, b, packed); });
+  if (o.sub_group_steps > 0) {
+    std::vector<int64_t> spans;
+    for (const auto& part : partitions_) spans.push_back(part.partition_size());
+    tracker_ = std::make_unique<SubGroupTracker>(spans, o.sub_group_steps, buckets_->buckets().size());
+    for (size_t b = 0; b < buckets_->buckets().size(); ++b) {
+      const auto pieces = pieces_of(buckets_->buckets()[b]);  // named: a range-for would not extend it
+      for (const auto& p : pieces[comm_.rank()]) tracker_->touches(b, p.group, p.part_offset, p.part_offset + p.numel);
+    }
+  }
   // Each live bucket: its packed gradients and their per-rank packing for the reduce-scatter.
   o.ledger->add(o.tier, MemKind::Buffers,
                 buckets_->max_live_buckets() * 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
@@ -86,31 +95,48 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
 PartitionedStates::~PartitionedStates() = default;
 
 void PartitionedStates::after_backward() {
-  if (stage_ == 1) precision_->accumulate();
-  else buckets_->finish();
+  if (stage_ == 1) {
+    precision_->accumulate();
+    return;
+  }
+  buckets_->finish();
+  if (tracker_) tracker_->finish();
 }
 
-GradientBuckets::Finisher PartitionedStates::reduce_bucket(const Bucket& bucket, const torch::Tensor& packed) {
-  // Cut every gradient in the bucket at the partition boundaries; rank q's pieces can be packed
-  // into chunk q (zero-padded to the longest chunk) and the chunks reduce-scattered, so each rank
-  // receives only the averaged pieces of its own partition.
-  const int world = comm_.size(), rank = comm_.rank();
-  struct Piece { size_t group; int64_t part_offset, bucket_offset, numel; };
+std::vector<std::vector<PartitionedStates::Piece>> PartitionedStates::pieces_of(const Bucket& bucket) const {
+  const int world = comm_.size();
   std::vector<std::vector<Piece>> pieces(world);
-  std::vector<int64_t> chunk_len(world, 0);
   for (const auto& e : bucket.entries) {
     auto [g, s] = slot_of_[e.param];
     const ParamSlot& slot = flat_.groups()[g].slots[s];
     const FlatPartition& part = partitions_[g];
     for (int q = 0; q < world; ++q) {
       const int64_t lo = std::max(slot.offset, part.begin(q)), hi = std::min(slot.offset + slot.numel, part.end(q));
-      if (lo >= hi) continue;
-      pieces[q].push_back({g, lo - part.begin(q), e.offset + (lo - slot.offset), hi - lo});
-      chunk_len[q] += hi - lo;
+      if (lo < hi) pieces[q].push_back({g, lo - part.begin(q), e.offset + (lo - slot.offset), hi - lo});
     }
   }
+  return pieces;
+}
+
+bool PartitionedStates::arm_sub_group_steps(std::function<void(size_t, int64_t, int64_t)> ready) {
+  if (!tracker_) return false;
+  tracker_->arm(std::move(ready));
+  return true;
+}
+
+GradientBuckets::Finisher PartitionedStates::reduce_bucket(size_t index, const Bucket& bucket, const torch::Tensor& packed) {
+  // Cut every gradient in the bucket at the partition boundaries; rank q's pieces can be packed
+  // into chunk q (zero-padded to the longest chunk) and the chunks reduce-scattered, so each rank
+  // receives only the averaged pieces of its own partition.
+  const int world = comm_.size(), rank = comm_.rank();
+  auto pieces = pieces_of(bucket);
+  std::vector<int64_t> chunk_len(world, 0);
+  for (int q = 0; q < world; ++q)
+    for (const auto& p : pieces[q]) chunk_len[q] += p.numel;
   const int64_t len = *std::max_element(chunk_len.begin(), chunk_len.end());
-  if (len == 0) return {};
+  if (len == 0) return [this, index] {
+      if (tracker_) tracker_->bucket_done(index);
+    };
   const Averaging avg{config_.gradient_predivide_factor, config_.prescale_gradients};
   // A reduce-scatter of the per-rank packing moves (world-1)·len elements per rank, an all-reduce
   // of the bucket 2·(world-1)/world·numel: a bucket inside one partition (the usual case for big
@@ -130,13 +156,14 @@ GradientBuckets::Finisher PartitionedStates::reduce_bucket(const Bucket& bucket,
   }
   GradientBuckets::Finisher reduced = scatter ? reduce_scatter_average_async(comm_, wire, avg, "reduce_scatter_gradients")
                                               : allreduce_average_async(comm_, wire, avg, "allreduce_gradients");
-  return [this, wire, reduced, mine = std::move(pieces[rank])] {
+  return [this, index, wire, reduced, mine = std::move(pieces[rank])] {
     if (reduced) reduced();
     torch::NoGradGuard no_grad;
     for (const auto& p : mine) {
       auto& acc = part_accum_[p.group];
       acc.narrow(0, p.part_offset, p.numel).add_(wire.narrow(0, p.bucket_offset, p.numel).to(acc.scalar_type()));
     }
+    if (tracker_) tracker_->bucket_done(index);
   };
 }
 

@@ -13,6 +13,7 @@
 #include "zero/model_states.h"
 #include "zero/partition.h"
 #include "zero/precision_buffers.h"
+#include "zero/sub_group_tracker.h"
 
 namespace ds::zero {
 
@@ -33,12 +34,19 @@ class PartitionedStates final : public ModelStates {
   void write_back(const std::vector<torch::Tensor>& masters) override;
   void zero_grads() override;
   int64_t numel() const override { return flat_.numel(); }
+  bool arm_sub_group_steps(std::function<void(size_t, int64_t, int64_t)> ready) override;
   const FlatParameters* flat() const override { return &flat_; }
 
   const FlatPartition& partition(size_t g) const { return partitions_[g]; }
 
  private:
-  GradientBuckets::Finisher reduce_bucket(const Bucket& bucket, const torch::Tensor& packed);
+  GradientBuckets::Finisher reduce_bucket(size_t index, const Bucket& bucket, const torch::Tensor& packed);
+  struct Piece {
+    size_t group;
+    int64_t part_offset, bucket_offset, numel;
+  };
+  // The pieces of `bucket` that fall in each rank's partition (index: rank).
+  std::vector<std::vector<Piece>> pieces_of(const Bucket& bucket) const;
 
   const Config& config_;
   comm::Communicator& comm_;
@@ -54,6 +62,7 @@ class PartitionedStates final : public ModelStates {
   std::vector<torch::Tensor> part_accum_;     // stage 2: [partition] in grad_accum dtype
   std::vector<std::pair<size_t, size_t>> slot_of_;  // stage 2: bucket param index → (group, slot)
   std::unique_ptr<GradientBuckets> buckets_;  // stage 2
+  std::unique_ptr<SubGroupTracker> tracker_;  // stage 2 with offload overlap
 };
 
 // The named pieces of `partition`'s share of rank `rank`, as a layout whose offsets are relative

@@ -32,8 +32,19 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(tensors), config_.zero_optimization.reduce_bucket_size, plan_.model, plan_.communication,
       config_.zero_optimization.overlap_comm,
-      [this](const Bucket& b, const torch::Tensor& packed) { return reduce_bucket(b, packed); },
+      [this](size_t i, const Bucket& b, const torch::Tensor& packed) { return reduce_bucket(i, b, packed); },
       [this](size_t id) { coordinator_->param_done(id); });
+  if (o.sub_group_steps > 0) {
+    std::vector<int64_t> spans;
+    for (size_t g = 0; g < num_groups(); ++g) spans.push_back(params_->storage(g).numel());
+    tracker_ = std::make_unique<SubGroupTracker>(spans, o.sub_group_steps, buckets_->buckets().size());
+    for (size_t b = 0; b < buckets_->buckets().size(); ++b)
+      for (const auto& e : buckets_->buckets()[b].entries) {
+        const ShardedParam& p = (*params_)[e.param];
+        const int64_t valid = p.shard.valid(comm_.rank());
+        if (valid > 0) tracker_->touches(b, p.group, p.offset, p.offset + valid);
+      }
+  }
   // Each live bucket: its packed gradients and their rank-major packing (≈ the same size).
   o.ledger->add(o.tier, MemKind::Buffers,
                 buckets_->max_live_buckets() * 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
@@ -45,10 +56,17 @@ ShardedStates::~ShardedStates() {
 
 void ShardedStates::after_backward() {
   buckets_->finish();
+  if (tracker_) tracker_->finish();
   coordinator_->end_pass();
 }
 
-GradientBuckets::Finisher ShardedStates::reduce_bucket(const Bucket& bucket, const torch::Tensor& packed) {
+bool ShardedStates::arm_sub_group_steps(std::function<void(size_t, int64_t, int64_t)> ready) {
+  if (!tracker_) return false;
+  tracker_->arm(std::move(ready));
+  return true;
+}
+
+GradientBuckets::Finisher ShardedStates::reduce_bucket(size_t index, const Bucket& bucket, const torch::Tensor& packed) {
   const int world = comm_.size(), rank = comm_.rank();
   // Rank-major packing: chunk q holds shard q of every gradient in the bucket (zero tails).
   std::vector<int64_t> offset;  // of each entry's shard inside a chunk
@@ -72,7 +90,7 @@ GradientBuckets::Finisher ShardedStates::reduce_bucket(const Bucket& bucket, con
     work = std::make_shared<comm::Work>(comm_.reduce_scatter_async(as_buffer(wire), as_buffer(mine),
                                                                    comm::ReduceOp::Sum, "reduce_scatter_gradients"));
   }
-  return [this, work, wire, mine, offset, entries = bucket.entries, rank] {
+  return [this, index, work, wire, mine, offset, entries = bucket.entries, rank] {
     if (work) work->wait();
     torch::NoGradGuard no_grad;
     for (size_t k = 0; k < entries.size(); ++k) {
@@ -82,6 +100,7 @@ GradientBuckets::Finisher ShardedStates::reduce_bucket(const Bucket& bucket, con
       auto& acc = part_accum_[p.group];
       acc.narrow(0, p.offset, valid).add_(mine.narrow(0, offset[k], valid).to(acc.scalar_type()));
     }
+    if (tracker_) tracker_->bucket_done(index);
   };
 }
 

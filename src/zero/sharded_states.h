@@ -9,6 +9,7 @@
 #include "zero/model_states.h"
 #include "zero/param_coordinator.h"
 #include "zero/sharded_params.h"
+#include "zero/sub_group_tracker.h"
 
 namespace ds::zero {
 
@@ -30,11 +31,12 @@ class ShardedStates final : public ModelStates {
   int64_t numel() const override { return params_->numel(); }
   void hold(const std::vector<std::string>& names) override;
   void unhold(const std::vector<std::string>& names) override;
+  bool arm_sub_group_steps(std::function<void(size_t, int64_t, int64_t)> ready) override;
 
   const ShardedParameters& parameters() const { return *params_; }
 
  private:
-  GradientBuckets::Finisher reduce_bucket(const Bucket& bucket, const torch::Tensor& packed);
+  GradientBuckets::Finisher reduce_bucket(size_t index, const Bucket& bucket, const torch::Tensor& packed);
   std::vector<size_t> ids_of(const std::vector<std::string>& names) const;
 
   const Config& config_;
@@ -45,6 +47,7 @@ class ShardedStates final : public ModelStates {
   std::shared_ptr<ParamCoordinator> coordinator_;
   std::vector<torch::Tensor> part_accum_;  // per group [shard numel], grad_accum dtype
   std::unique_ptr<GradientBuckets> buckets_;
+  std::unique_ptr<SubGroupTracker> tracker_;  // with offload overlap
 };
 
 }  // namespace ds::zero

@@ -44,15 +44,16 @@ models::GPT2Config odd_config() {
 struct Run {
   std::vector<double> losses;
   std::vector<torch::Tensor> params;
+  int64_t overlapped_steps = 0;  // ZeRO-Offload sub-group steps taken during backward
 };
 
 Run engine_run(int micro, int gas, const std::string& extra = "",
-               const models::GPT2Config& model = models::GPT2Config::preset("tiny")) {
+               const models::GPT2Config& model = models::GPT2Config::preset("tiny"), double clip = 1.0) {
   auto data = corpus();
   models::BatchSampler sampler(data, 32, kSeed);
   auto engine = initialize(make_model(model), nlohmann::json::parse(fmt::format(R"({{
-      "train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {}, "gradient_clipping": 1.0,
-      "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3, "weight_decay": 0.01}}}} {} }})", micro, gas, extra)));
+      "train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {}, "gradient_clipping": {},
+      "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3, "weight_decay": 0.01}}}} {} }})", micro, gas, clip, extra)));
   const int world = engine.world_size(), rank = engine.rank();
   Run run;
   for (int s = 0; s < kSteps; ++s) {
@@ -65,12 +66,13 @@ Run engine_run(int micro, int gas, const std::string& extra = "",
     engine.communicator().all_reduce(comm::Buffer(&loss, 1));
     run.losses.push_back(loss / world);
   }
+  run.overlapped_steps = engine.overlapped_sub_group_steps();
   zero::GatheredParameters full(engine);  // stage 3: read whole parameters, not placeholders
   for (const auto& p : engine.model().parameters()) run.params.push_back(p.detach().clone());
   return run;
 }
 
-Run reference_run(int batch, const models::GPT2Config& config = models::GPT2Config::preset("tiny")) {
+Run reference_run(int batch, const models::GPT2Config& config = models::GPT2Config::preset("tiny"), double clip = 1.0) {
   auto data = corpus();
   models::BatchSampler sampler(data, 32, kSeed);
   auto model = make_model(config);
@@ -81,7 +83,7 @@ Run reference_run(int batch, const models::GPT2Config& config = models::GPT2Conf
     opt.zero_grad();
     auto loss = model->forward(b.inputs, b.targets);
     loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    if (clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), clip);
     opt.step();
     run.losses.push_back(loss.item<double>());
   }
@@ -128,6 +130,17 @@ TEST_P(ZeroStages, CpuOffloadMatchesOneProcess) {
   auto got = engine_run(2, 2, zero(GetParam(), R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true},
                                                  "sub_group_size": 5000, "reduce_bucket_size": 3000)"));
   expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
+}
+
+TEST_P(ZeroStages, CpuOffloadStepOverlappedWithBackwardMatchesTheSameStageWithoutOffload) {
+  // Without clipping or overflow checks the CPU steps each sub-group as soon as its gradients are
+  // reduced on the boundary micro-step (stages 2-3); stage 1 falls back to the step after backward.
+  const auto tiny = models::GPT2Config::preset("tiny");
+  const std::string buckets = R"(, "sub_group_size": 5000, "reduce_bucket_size": 3000)";
+  auto got = engine_run(2, 2, zero(GetParam(), R"(, "offload_optimizer": {"device": "cpu"})" + buckets), tiny, 0.0);
+  expect_matches(got, engine_run(2, 2, zero(GetParam(), buckets), tiny, 0.0));
+  if (GetParam() >= 2) EXPECT_GT(got.overlapped_steps, 20);  // several sub-groups per step
+  else EXPECT_EQ(got.overlapped_steps, 0);
 }
 
 TEST_P(ZeroStages, SizesNoWorldDividesArePadded) {
