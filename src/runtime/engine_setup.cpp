@@ -195,7 +195,10 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
     const uint64_t host_bytes = static_cast<uint64_t>(numel) * 16u / static_cast<uint64_t>(world_size());
     options.host = offload::plan_host_memory(config_.zero_optimization.offload_optimizer.pin_memory, !device_.is_cpu(),
                                              host_bytes, memlock_limit_bytes());
-    if (!options.host.note.empty()) log::warn("zero_optimization.offload_optimizer.{}", options.host.note);
+    if (!options.host.note.empty()) {  // a warning where pinning could have worked; else a fact
+      if (device_.is_cpu()) log::info("zero_optimization.offload_optimizer.{}", options.host.note);
+      else log::warn("zero_optimization.offload_optimizer.{}", options.host.note);
+    }
     host_ = options.host;
     // Overlap the CPU step with backward where nothing step-wide is needed first (docs/offload.md).
     std::string why_not;
