@@ -3,7 +3,10 @@
 // large is allocated.
 #include <fmt/format.h>
 
+#include <sched.h>
+
 #include <cstdlib>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -57,9 +60,26 @@ torch::ScalarType to_scalar_type(DType t) {
 // LibTorch 1.13 sizes its intra-op pool from physical cores as cpuinfo sees them, which on many
 // VMs is 1 (two vCPUs look like one core's hyperthreads). Unless the user set OMP_NUM_THREADS, give
 // each local rank its share of the online CPUs.
+// DS_BIND_CORES_TO_RANK=1 (our launcher-free form of DeepSpeed's `--bind_cores_to_rank`): each local
+// rank's process, and so its OpenMP and intra-op threads, runs only on its own slice of the cores,
+// so ranks sharing a machine do not migrate onto each other's cores.
+void bind_cores_to_rank(int share) {
+  const char* v = std::getenv("DS_BIND_CORES_TO_RANK");
+  if (v == nullptr || std::string(v) == "0") return;
+  const int first = (local_rank() * share) % std::max(1, cpu_cores());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c = first; c < first + share && c < cpu_cores(); ++c) CPU_SET(c, &set);
+  DS_CHECK(sched_setaffinity(0, sizeof set, &set) == 0, Error,
+           fmt::format("DS_BIND_CORES_TO_RANK: cannot bind local rank {} to cores {}-{}", local_rank(), first,
+                       first + share - 1));
+  log::info("DS_BIND_CORES_TO_RANK: local rank {} bound to cores {}-{}", local_rank(), first, first + share - 1);
+}
+
 void configure_cpu_threads() {
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
   const int share = std::max(1, cpu_cores() / std::max(1, local_world_size()));
+  bind_cores_to_rank(share);
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
   if (torch::get_num_threads() < share) {
     torch::set_num_threads(share);
     log::info("intra-op threads: {} (set OMP_NUM_THREADS to choose another count)", share);
