@@ -90,6 +90,9 @@ void ParamCoordinator::prefetch(size_t layer) {
 }
 
 void ParamCoordinator::before_forward(std::size_t index) {
+  // A forward that began while the previous one had no backward (evaluation): forget its fetches,
+  // so the order check compares training passes only.
+  if (index == 0) order_.clear();
   fetch(index);
   prefetch(index + 1);
 }
