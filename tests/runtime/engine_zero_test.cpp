@@ -210,6 +210,23 @@ TEST(Stage3, WithoutOverlapMatches) {
   expect_matches(got, reference_run(2 * comm::launcher_world_size()));
 }
 
+TEST(Stage3, EvaluationForwardGathersAndReleases) {
+  // A forward under NoGradGuard (no backward will come) gives the plain model's logits and leaves
+  // every non-persistent parameter released again.
+  auto data = corpus();
+  models::BatchSampler sampler(data, 32, kSeed);
+  auto b = sampler.batch(0, 2);
+  auto plain = make_model();
+  auto want = plain->forward(b.inputs).detach();
+  auto engine = initialize(make_model(), nlohmann::json::parse(
+      R"({"train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "Adam"},
+          "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})"));
+  torch::NoGradGuard no_grad;
+  auto got = engine.forward(b.inputs);
+  EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-6));
+  for (const auto& p : engine.model().parameters()) EXPECT_EQ(p.storage().nbytes(), sizeof(float));
+}
+
 TEST(Stage3, DefaultPersistenceKeepsSmallParametersAndStillMatches) {
   auto got = engine_run(2, 1, R"(, "zero_optimization": {"stage": 3})");
   expect_matches(got, reference_run(2 * comm::launcher_world_size()));
