@@ -6,12 +6,14 @@
 #include <sched.h>
 
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "comm/comm.h"
 #include "zero/collectives.h"
+#include "zero/memory_estimate.h"
 #include "runtime/engine.h"
 #include "runtime/world.h"
 #include "util/error.h"
@@ -281,32 +283,27 @@ void Engine::setup_schedule() {
 
 void Engine::check_memory_budget() const {
   if (!device_.is_cpu()) return;  // accelerator budgets arrive with the CUDA build
-  int64_t numel = 0;
+  // What this rank's model states will take (zero/memory_estimate.h: the layout rules of the
+  // stage), times the ranks on this machine; every tier is this machine's RAM on a CPU build.
+  zero::EstimateInput in;
+  std::unordered_set<const void*> seen;
   for (const auto& p : module_->parameters(true))
-    if (p.requires_grad()) numel += p.numel();
-  // Still to allocate per parameter (DESIGN §5 with our dtypes): parameters (the compute copy, and
-  // the model-dtype storage when it differs; stage 3 only a shard), gradients (full at stages 0-1,
-  // a partition at 2-3), fp32 master (unless the parameters are fp32) and optimizer state
-  // (partitioned at stages 1-3). Every rank on this machine allocates its own.
-  const int stage = config_.zero_optimization.stage;
-  const double n = world_size();
-  const double cs = c10::elementSize(plan_.compute), ms = c10::elementSize(plan_.model),
-               as = c10::elementSize(plan_.grad_accum);
-  double per = stage == 3 ? ms / n : cs + (plan_.model != plan_.compute ? ms : 0.0);
-  const bool separate_accum = plan_.model != plan_.compute || plan_.grad_accum != plan_.compute;
-  per += stage >= 2 ? as / n : cs + (separate_accum ? as : 0.0);
-  const bool offload = config_.zero_optimization.offload_optimizer_enabled();
-  const bool fp32_master_copy = plan_.model != torch::kFloat32 || offload;  // offload never aliases
-  if (config_.optimizer) per += ((fp32_master_copy ? 4.0 : 0.0) + 8.0) / (stage >= 1 ? n : 1.0);
-  if (offload && stage >= 2) per += 4.0 / n - as / n;  // fp32 host gradient partition instead
-  const uint64_t need = static_cast<uint64_t>(double(numel) * per * std::max(1, local_world_size()));
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) in.param_numels.push_back(p.numel());
+  in.world = world_size();
+  in.plan = plan_;
+  in.config = &config_;
+  const uint64_t per_rank = zero::estimate_model_states(in).total();
+  const int ranks = std::max(1, local_world_size());
+  const uint64_t need = per_rank * static_cast<uint64_t>(ranks);
   const uint64_t avail = mem_available_bytes();
   DS_CHECK(avail == 0 || need <= avail, OutOfMemory,
-           fmt::format("the model has {} trainable parameters; at ZeRO stage {} the {} rank(s) on this machine "
-                       "need {} more for parameters, gradients, master weights and optimizer state, but only {} "
-                       "of RAM is available. Use a smaller model, a higher zero_optimization.stage, more "
-                       "machines (or, once available, ZeRO offload)",
-                       numel, stage, std::max(1, local_world_size()), format_bytes(need), format_bytes(avail)));
+           fmt::format("the model has {} trainable parameters; at ZeRO stage {} each of the {} rank(s) on this machine "
+                       "needs {} for parameters, gradients, master weights and optimizer state ({} in all), but only "
+                       "{} of RAM is available. Use a smaller model, a higher zero_optimization.stage or more "
+                       "machines (`ds-estimate` prints the numbers per stage)",
+                       std::accumulate(in.param_numels.begin(), in.param_numels.end(), int64_t{0}),
+                       config_.zero_optimization.stage, ranks, format_bytes(per_rank), format_bytes(need),
+                       format_bytes(avail)));
 }
 
 }  // namespace ds

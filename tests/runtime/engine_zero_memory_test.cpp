@@ -10,6 +10,7 @@
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "zero/gathered_parameters.h"
+#include "zero/memory_estimate.h"
 #include "zero/partition.h"
 
 #include <numeric>
@@ -129,6 +130,51 @@ TEST_P(ZeroMemory, CpuOffloadLeavesOnly16BitStatesOnTheDevice) {
   EXPECT_EQ(m.bytes(Tier::Cpu, MemKind::OptimizerState), uint64_t(8 * local)) << engine.memory_report();
   EXPECT_EQ(m.bytes(Tier::Cpu, MemKind::Grads), uint64_t(4 * local)) << engine.memory_report();
 }
+
+struct EstimateCase {
+  int stage;
+  std::string precision;  // extra top-level config
+  std::string zero;       // extra zero_optimization keys
+};
+
+class EstimateMatchesEngine : public ::testing::TestWithParam<EstimateCase> {};
+
+TEST_P(EstimateMatchesEngine, EveryTierAndKind) {
+  // zero::estimate_model_states (what ds-estimate prints and the RAM check uses) equals the bytes a
+  // real engine holds, tier by tier and kind by kind, at this world size.
+  const auto& c = GetParam();
+  torch::manual_seed(7);
+  auto model = models::GPT2(models::GPT2Config::preset("tiny"));
+  std::vector<int64_t> numels;
+  for (const auto& p : model->parameters()) numels.push_back(p.numel());
+  auto engine = initialize(model, nlohmann::json::parse(fmt::format(R"({{
+      "train_micro_batch_size_per_gpu": 1, "optimizer": {{"type": "AdamW"}} {},
+      "zero_optimization": {{"stage": {}, "reduce_bucket_size": 5000, "stage3_param_persistence_threshold": 300 {}}} }})",
+                                                                      c.precision, c.stage, c.zero)));
+  zero::EstimateInput in;
+  in.param_numels = numels;
+  in.world = engine.world_size();
+  in.plan = engine.dtypes();
+  in.config = &engine.config();
+  const MemoryLedger want = zero::estimate_model_states(in);
+  const MemoryLedger& got = engine.memory();
+  for (Tier t : {Tier::Device, Tier::Cpu, Tier::Nvme})
+    for (MemKind k : {MemKind::Params, MemKind::Grads, MemKind::Master, MemKind::OptimizerState, MemKind::Buffers})
+      EXPECT_EQ(got.bytes(t, k), want.bytes(t, k)) << to_string(t) << " " << to_string(k) << "\nengine:\n"
+                                                    << got.table() << "estimate:\n" << want.table();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, EstimateMatchesEngine,
+    ::testing::Values(EstimateCase{0, "", ""}, EstimateCase{1, "", ""}, EstimateCase{2, "", ""}, EstimateCase{3, "", ""},
+                      EstimateCase{0, R"(, "bf16": {"enabled": true})", ""},
+                      EstimateCase{1, R"(, "bf16": {"enabled": true})", ""},
+                      EstimateCase{2, R"(, "bf16": {"enabled": true})", R"(, "overlap_comm": true)"},
+                      EstimateCase{3, R"(, "bf16": {"enabled": true})", ""},
+                      EstimateCase{1, R"(, "fp16": {"enabled": true})", R"(, "offload_optimizer": {"device": "cpu"})"},
+                      EstimateCase{2, R"(, "fp16": {"enabled": true})", R"(, "offload_optimizer": {"device": "cpu"})"},
+                      EstimateCase{3, "", R"(, "offload_optimizer": {"device": "cpu"})"}),
+    [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(Stage3Sharding, ReleasedParametersHoldOnlyAPlaceholder) {
   torch::manual_seed(7);

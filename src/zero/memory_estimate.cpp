@@ -1,0 +1,96 @@
+#include "zero/memory_estimate.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "zero/partition.h"
+
+namespace ds::zero {
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+uint64_t size_of(torch::ScalarType t) { return c10::elementSize(t); }
+
+}  // namespace
+
+int64_t largest_gradient_bucket(const std::vector<int64_t>& numels, int64_t bucket_numel) {
+  // GradientBuckets: parameters in reverse order, a new bucket when the next would overflow.
+  bucket_numel = std::max<int64_t>(1, bucket_numel);
+  int64_t largest = 0, current = 0;
+  for (auto it = numels.rbegin(); it != numels.rend(); ++it) {
+    if (current > 0 && current + *it > bucket_numel) current = 0;
+    current += *it;
+    largest = std::max(largest, current);
+  }
+  return largest;
+}
+
+int optimizer_state_count(const Config& c) {
+  if (!c.optimizer) return 0;
+  switch (c.optimizer->type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW:
+    case OptimizerType::Lamb: return 2;
+    case OptimizerType::SGD: return c.optimizer->params.momentum != 0.0 ? 1 : 0;
+    case OptimizerType::Adagrad:
+    case OptimizerType::Lion: return 1;
+  }
+  return 0;
+}
+
+MemoryLedger estimate_model_states(const EstimateInput& in) {
+  MemoryLedger m;
+  const Config& c = *in.config;
+  const auto& z = c.zero_optimization;
+  const DtypePlan& p = in.plan;
+  const int n = std::max(1, in.world);
+  const int stage = z.stage;
+  const bool offload = z.offload_optimizer_enabled();
+  const int64_t psi = std::accumulate(in.param_numels.begin(), in.param_numels.end(), int64_t{0});
+  const uint64_t cs = size_of(p.compute), ms = size_of(p.model), as = size_of(p.grad_accum),
+                 ws = size_of(p.communication);
+  const Tier dev = Tier::Device, opt_tier = offload ? Tier::Cpu : Tier::Device;
+
+  int64_t local = 0;  // elements of this rank's optimizer span
+  bool master_aliases = false;
+  if (stage <= 2) {
+    // Flat group (compute dtype), 16-bit storage when the dtypes differ (PrecisionBuffers).
+    const int64_t padded = round_up(psi, stage == 0 ? 16 : std::lcm<int64_t>(16, 2 * int64_t(n)));
+    m.add(dev, p.model == p.compute ? MemKind::Params : MemKind::Buffers, padded * cs);
+    if (p.model != p.compute) m.add(dev, MemKind::Params, padded * ms);
+    if (stage <= 1) {  // the full gradient buffer (64-byte aligned) and the accumulation buffer
+      m.add(dev, MemKind::Grads, round_up(padded * int64_t(cs), 64));
+      const bool accum_aliases = p.grad_accum == p.compute && p.model == p.compute;
+      if (!accum_aliases) m.add(dev, MemKind::Grads, padded * as);
+      if (stage == 1 && offload) m.add(Tier::Cpu, MemKind::Grads, padded / n * 4);
+    } else {
+      m.add(offload ? Tier::Cpu : dev, MemKind::Grads, padded / n * (offload ? 4 : as));
+      const int64_t bucket = largest_gradient_bucket(in.param_numels, z.reduce_bucket_size);
+      m.add(dev, MemKind::Buffers, (z.overlap_comm ? 3 : 1) * 2 * bucket * ws);
+    }
+    local = stage == 0 ? padded : padded / n;
+    master_aliases = !offload && p.model == torch::kFloat32;
+  } else {
+    int64_t shards = 0, persistent_total = 0;
+    for (int64_t numel : in.param_numels) {
+      shards += shard_parameter(numel, n).shard_size;
+      if (numel <= z.param_persistence_threshold && persistent_total + numel <= z.model_persistence_threshold) {
+        persistent_total += numel;
+        m.add(dev, MemKind::Params, numel * cs);  // kept gathered, in the compute dtype
+      }
+    }
+    m.add(dev, MemKind::Params, shards * ms);
+    m.add(offload ? Tier::Cpu : dev, MemKind::Grads, shards * (offload ? 4 : as));
+    const int64_t bucket = largest_gradient_bucket(in.param_numels, z.reduce_bucket_size);
+    m.add(dev, MemKind::Buffers, (z.overlap_comm ? 3 : 1) * 2 * bucket * ws);
+    local = shards;
+    master_aliases = !offload && p.model == torch::kFloat32;
+  }
+  if (c.optimizer) {
+    if (!master_aliases) m.add(opt_tier, MemKind::Master, local * 4);
+    m.add(opt_tier, MemKind::OptimizerState, local * 4 * optimizer_state_count(c));
+  }
+  return m;
+}
+
+}  // namespace ds::zero
