@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "util/error.h"
 
@@ -56,6 +57,19 @@ int64_t GradientBuckets::max_bucket_numel() const {
   int64_t m = 0;
   for (const auto& b : buckets_) m = std::max(m, b.numel);
   return m;
+}
+
+int64_t GradientBuckets::live_numel_bound() const {
+  std::vector<int64_t> sizes;
+  for (const auto& b : buckets_) sizes.push_back(b.numel);
+  return largest_buckets_numel(sizes, max_live_buckets());
+}
+
+int64_t largest_buckets_numel(std::vector<int64_t> sizes, size_t count) {
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  int64_t n = 0;
+  for (size_t i = 0; i < sizes.size() && i < count; ++i) n += sizes[i];
+  return n;
 }
 
 void GradientBuckets::on_gradient(size_t k) {

@@ -59,6 +59,8 @@ class GradientBuckets {
   int64_t max_bucket_numel() const;
   // Buckets whose memory can be live at once: the one filling plus those in flight.
   size_t max_live_buckets() const { return overlap_ ? kMaxInFlight + 1 : 1; }
+  // Elements of the largest max_live_buckets() buckets together: what can be live at once.
+  int64_t live_numel_bound() const;
 
  private:
   void on_gradient(size_t param);
@@ -79,5 +81,8 @@ class GradientBuckets {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
 };
+
+// The sum of the `count` largest of `sizes`.
+int64_t largest_buckets_numel(std::vector<int64_t> sizes, size_t count);
 
 }  // namespace ds::zero

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "zero/gradient_buckets.h"
 #include "zero/partition.h"
 
 namespace ds::zero {
@@ -13,17 +14,25 @@ uint64_t size_of(torch::ScalarType t) { return c10::elementSize(t); }
 
 }  // namespace
 
-int64_t largest_gradient_bucket(const std::vector<int64_t>& numels, int64_t bucket_numel) {
+std::vector<int64_t> gradient_bucket_sizes(const std::vector<int64_t>& numels, int64_t bucket_numel) {
   // GradientBuckets: parameters in reverse order, a new bucket when the next would overflow.
   bucket_numel = std::max<int64_t>(1, bucket_numel);
-  int64_t largest = 0, current = 0;
+  std::vector<int64_t> sizes;
   for (auto it = numels.rbegin(); it != numels.rend(); ++it) {
-    if (current > 0 && current + *it > bucket_numel) current = 0;
-    current += *it;
-    largest = std::max(largest, current);
+    if (sizes.empty() || (sizes.back() > 0 && sizes.back() + *it > bucket_numel)) sizes.push_back(0);
+    sizes.back() += *it;
   }
-  return largest;
+  return sizes;
 }
+
+namespace {
+// Elements of gradient buckets live at once (GradientBuckets::live_numel_bound): each live bucket
+// holds its packed gradients and their per-rank packing (hence the callers' factor 2).
+int64_t live_buckets(const std::vector<int64_t>& numels, const ZeroConfig& z) {
+  return largest_buckets_numel(gradient_bucket_sizes(numels, z.reduce_bucket_size),
+                               z.overlap_comm ? GradientBuckets::kMaxInFlight + 1 : 1);
+}
+}  // namespace
 
 int optimizer_state_count(const Config& c) {
   if (!c.optimizer) return 0;
@@ -65,8 +74,7 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
       if (stage == 1 && offload) m.add(Tier::Cpu, MemKind::Grads, padded / n * 4);
     } else {
       m.add(offload ? Tier::Cpu : dev, MemKind::Grads, padded / n * (offload ? 4 : as));
-      const int64_t bucket = largest_gradient_bucket(in.param_numels, z.reduce_bucket_size);
-      m.add(dev, MemKind::Buffers, (z.overlap_comm ? 3 : 1) * 2 * bucket * ws);
+      m.add(dev, MemKind::Buffers, 2 * live_buckets(in.param_numels, z) * ws);
     }
     local = stage == 0 ? padded : padded / n;
     master_aliases = !offload && p.model == torch::kFloat32;
@@ -81,8 +89,7 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
     }
     m.add(dev, MemKind::Params, shards * ms);
     m.add(offload ? Tier::Cpu : dev, MemKind::Grads, shards * (offload ? 4 : as));
-    const int64_t bucket = largest_gradient_bucket(in.param_numels, z.reduce_bucket_size);
-    m.add(dev, MemKind::Buffers, (z.overlap_comm ? 3 : 1) * 2 * bucket * ws);
+    m.add(dev, MemKind::Buffers, 2 * live_buckets(in.param_numels, z) * ws);
     local = shards;
     master_aliases = !offload && p.model == torch::kFloat32;
   }

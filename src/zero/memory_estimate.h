@@ -23,8 +23,8 @@ struct EstimateInput {
 
 MemoryLedger estimate_model_states(const EstimateInput& in);
 
-// Elements of the largest gradient bucket GradientBuckets forms over these parameters.
-int64_t largest_gradient_bucket(const std::vector<int64_t>& param_numels, int64_t bucket_numel);
+// The sizes (elements) of the gradient buckets GradientBuckets forms over these parameters.
+std::vector<int64_t> gradient_bucket_sizes(const std::vector<int64_t>& param_numels, int64_t bucket_numel);
 
 // fp32 state tensors per parameter the optimizer keeps (Adam 2, SGD with momentum 1, ...).
 int optimizer_state_count(const Config& config);

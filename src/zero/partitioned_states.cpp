@@ -89,7 +89,7 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
   }
   // Each live bucket: its packed gradients and their per-rank packing for the reduce-scatter.
   o.ledger->add(o.tier, MemKind::Buffers,
-                buckets_->max_live_buckets() * 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
+                2 * buckets_->live_numel_bound() * c10::elementSize(plan_.communication));
 }
 
 PartitionedStates::~PartitionedStates() = default;

@@ -47,7 +47,7 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   }
   // Each live bucket: its packed gradients and their rank-major packing (≈ the same size).
   o.ledger->add(o.tier, MemKind::Buffers,
-                buckets_->max_live_buckets() * 2 * buckets_->max_bucket_numel() * c10::elementSize(plan_.communication));
+                2 * buckets_->live_numel_bound() * c10::elementSize(plan_.communication));
 }
 
 ShardedStates::~ShardedStates() {

@@ -1,0 +1,113 @@
+// ds-estimate: memory per rank and tier for a model's states at each ZeRO stage and world size,
+// before buying or booking hardware — DeepSpeed's estimate_zero{2,3}_model_states_mem_needs, but
+// counting the engine's real buffers (padding, 16-bit copies, gradient buckets, persistent
+// parameters, offload). The numbers are zero::estimate_model_states, which a multi-rank test holds
+// equal to the ledger of real engines.
+//
+//   ds-estimate --model small --world 1,2,4,8
+//   ds-estimate --config examples/configs/zero3.json --model large --world 8
+//   ds-estimate --params 7e9 --layers 32 --world 16 --stage 3 --bf16 --offload-optimizer
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "config/loader.h"
+#include "models/gpt2_config.h"
+#include "runtime/dtype_policy.h"
+#include "util/error.h"
+#include "util/system_info.h"
+#include "zero/memory_estimate.h"
+
+namespace {
+
+// Parameter sizes of a model described only by its count and depth: L equal blocks and the rest as
+// one embedding (the largest tensor, which is what bucket sizes and sharding care about).
+std::vector<int64_t> synthetic_sizes(double params, int64_t layers) {
+  const int64_t total = static_cast<int64_t>(params);
+  const int64_t per_block = layers > 0 ? total / (layers + 1) : 0;
+  std::vector<int64_t> sizes{total - per_block * layers};
+  for (int64_t i = 0; i < layers; ++i) sizes.push_back(per_block);
+  return sizes;
+}
+
+std::vector<int64_t> gpt2_sizes(const ds::models::GPT2Config& c) {
+  const int64_t C = c.n_embd;
+  std::vector<int64_t> s{c.vocab_size * C, c.n_positions * C};
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    for (int64_t n : {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C}) s.push_back(n);
+  s.push_back(C);
+  s.push_back(C);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, model = "small";
+  double params = 0;
+  int64_t layers = 0;
+  std::vector<int> worlds{1, 2, 4, 8};
+  std::vector<int> stages;
+  bool bf16 = false, fp16 = false, offload = false;
+  CLI::App app{"ds-estimate: per-rank memory of model states for each ZeRO stage and world size"};
+  app.add_option("--config", config_path, "a DeepSpeed JSON config (its stage, dtypes, buckets, offload)");
+  app.add_option("--model", model, "GPT-2 preset: tiny, small, medium, large, xl")->capture_default_str();
+  app.add_option("--params", params, "instead of --model: a parameter count (e.g. 7e9)");
+  app.add_option("--layers", layers, "with --params: number of equal blocks");
+  app.add_option("--world", worlds, "world sizes")->delimiter(',')->capture_default_str();
+  app.add_option("--stage", stages, "ZeRO stages (default: 0,1,2,3, or the config's)")->delimiter(',');
+  app.add_flag("--bf16", bf16, "bf16 parameters (without --config)");
+  app.add_flag("--fp16", fp16, "fp16 parameters (without --config)");
+  app.add_flag("--offload-optimizer", offload, "offload_optimizer device cpu (without --config)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    std::vector<int64_t> sizes =
+        params > 0 ? synthetic_sizes(params, layers) : gpt2_sizes(ds::models::GPT2Config::preset(model));
+    int64_t psi = 0;
+    for (int64_t s : sizes) psi += s;
+    std::string base = "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW\"}";
+    if (bf16) base += ", \"bf16\": {\"enabled\": true}";
+    if (fp16) base += ", \"fp16\": {\"enabled\": true}";
+    if (stages.empty()) {
+      if (!config_path.empty()) stages.push_back(ds::load_config_file(config_path, 1).zero_optimization.stage);
+      else stages = {0, 1, 2, 3};
+    }
+    std::printf("model states per rank: %.3fB parameters%s\n", double(psi) / 1e9,
+                config_path.empty() ? "" : (" with " + config_path).c_str());
+    std::printf("%6s %6s %14s %14s %14s   %s\n", "stage", "world", "device", "cpu", "total", "device by kind");
+    for (int stage : stages)
+      for (int world : worlds) {
+        ds::Config cfg;
+        if (!config_path.empty()) {
+          cfg = ds::load_config_file(config_path, world);
+          cfg.zero_optimization.stage = stage;
+        } else {
+          std::string text = base + ", \"zero_optimization\": {\"stage\": " + std::to_string(stage);
+          if (offload && stage > 0) text += ", \"offload_optimizer\": {\"device\": \"cpu\"}";
+          cfg = ds::load_config_text(text + "}}", world, "<ds-estimate>");
+        }
+        ds::zero::EstimateInput in;
+        in.param_numels = sizes;
+        in.world = world;
+        in.plan = ds::resolve_dtype_plan(cfg, torch::kCPU);
+        in.config = &cfg;
+        const auto m = ds::zero::estimate_model_states(in);
+        using ds::MemKind;
+        using ds::Tier;
+        std::printf("%6d %6d %14s %14s %14s   params %s, grads %s, master+state %s, buffers %s\n", stage, world,
+                    ds::format_bytes(m.tier_total(Tier::Device)).c_str(), ds::format_bytes(m.tier_total(Tier::Cpu)).c_str(),
+                    ds::format_bytes(m.total()).c_str(), ds::format_bytes(m.bytes(Tier::Device, MemKind::Params)).c_str(),
+                    ds::format_bytes(m.bytes(Tier::Device, MemKind::Grads)).c_str(),
+                    ds::format_bytes(m.bytes(Tier::Device, MemKind::Master) + m.bytes(Tier::Device, MemKind::OptimizerState)).c_str(),
+                    ds::format_bytes(m.bytes(Tier::Device, MemKind::Buffers)).c_str());
+      }
+    std::printf("dtypes as the engine would choose on this machine's CPU; module buffers and activations not included\n");
+  } catch (const ds::Error& e) {
+    std::fprintf(stderr, "ds-estimate: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
