@@ -17,6 +17,7 @@
 
 #include "config/loader.h"
 #include "config/report.h"
+#include "optim/simd_path.h"
 #include "util/error.h"
 #include "util/system_info.h"
 
@@ -35,6 +36,15 @@ std::string mpi_version() {
 #else
   return "not found at build time";
 #endif
+}
+
+// The SIMD path the optimizer kernels run with; a bad DS_SIMD is reported here, not thrown.
+std::string optimizer_kernels() {
+  try {
+    return std::string(ds::optim::to_string(ds::optim::active_simd_path())) + " (DS_SIMD to override)";
+  } catch (const ds::Error& e) {
+    return std::string("error: ") + e.what();
+  }
 }
 
 Rows environment_rows() {
@@ -56,6 +66,7 @@ Rows environment_rows() {
       {"cpu isa (best)", isa.best()},
       {"cpu avx2 / fma / avx512f / avx512_bf16", fmt::format("{} / {} / {} / {}", isa.avx2, isa.fma, isa.avx512f,
                                                       isa.avx512bf16)},
+      {"optimizer kernels", optimizer_kernels()},
       {"cpu cores", std::to_string(ds::cpu_cores())},
       {"memory available", ds::format_bytes(ds::mem_available_bytes())},
       {"locked-memory limit (ulimit -l)", memlock == UINT64_MAX ? "unlimited" : ds::format_bytes(memlock)},
@@ -68,7 +79,7 @@ Rows environment_rows() {
 std::vector<std::array<std::string, 3>> feature_rows() {
   return {
       {"engine (stage 0, data parallel)", "YES", "fp32 / bf16 / fp16"},
-      {"optimizers (flat spans)", "YES", "Adam/AdamW, SGD, Adagrad, Lamb, Lion; plain threaded loops"},
+      {"optimizers (flat spans)", "YES", "Adam/AdamW, SGD, Adagrad, Lamb, Lion; Adam/Adagrad/Lion scalar, AVX2, AVX-512"},
       {"lr schedules", "YES", "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest"},
       {"mpi communicator", "YES", "ring reductions, MPI all_gather/broadcast"},
       {"zero stages 1-3", "NO", "not built yet"},

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "config/optimizer_config.h"
+#include "optim/simd_path.h"
 
 namespace ds::optim {
 
@@ -32,6 +33,6 @@ void adagrad_init_state(float* sum, std::int64_t n, const AdagradHyperparams& h)
 
 // One Adagrad update of n elements at s.step (>= 1): p and sum updated in place from g.
 void adagrad_update(float* p, const float* g, float* sum, std::int64_t n, const AdagradHyperparams& h,
-                    const AdagradState& s);
+                    const AdagradState& s, const KernelOptions& o = {});
 
 }  // namespace ds::optim

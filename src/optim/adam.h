@@ -1,9 +1,14 @@
 // Adam / AdamW over flat fp32 spans with DeepSpeed's CPU-Adam arithmetic (reference §6.2, §19):
 // hyperparameters rounded to fp32, beta^t kept as fp32 state, eps outside the sqrt, explicit FMAs.
-// This is the plain-loop version (threaded); the tuned SIMD kernels arrive with ZeRO-Offload.
+// The update runs on the SIMD path simd_path.h picks (scalar, AVX2 or AVX-512, bit-identical) over
+// OpenMP tiles (tiles.h), one pass over memory; the copy-out variant also writes the new parameters
+// as bf16/fp16 in that same pass.
 #pragma once
 
 #include <cstdint>
+
+#include "optim/half_type.h"
+#include "optim/simd_path.h"
 
 namespace ds::optim {
 
@@ -35,6 +40,12 @@ class AdamStepState {
 
 // One Adam update of n elements: p, m, v updated in place from g. Threads split the span.
 void adam_update(float* p, const float* g, float* m, float* v, std::int64_t n,
-                 const AdamHyperparams& h, const AdamStepState& s);
+                 const AdamHyperparams& h, const AdamStepState& s, const KernelOptions& o = {});
+
+// The same update, also writing each new p to out.data[i] as bf16 (c10::BFloat16's rounding) or
+// fp16 (c10::Half's) in the same pass: the 16-bit model copy without a second sweep over p.
+void adam_update_copy_out(float* p, const float* g, float* m, float* v, std::int64_t n,
+                          const AdamHyperparams& h, const AdamStepState& s, HalfSpan out,
+                          const KernelOptions& o = {});
 
 }  // namespace ds::optim

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "config/optimizer_config.h"
+#include "optim/simd_path.h"
 
 namespace ds::optim {
 
@@ -24,6 +25,6 @@ struct LionState {};
 
 // One Lion update of n elements: p and m (exp_avg) updated in place from g.
 void lion_update(float* p, const float* g, float* m, std::int64_t n, const LionHyperparams& h,
-                 const LionState& s = {});
+                 const LionState& s = {}, const KernelOptions& o = {});
 
 }  // namespace ds::optim

@@ -1,5 +1,6 @@
 // The flat-span kernels against LibTorch's torch::optim on the same random parameters and
-// gradients: SGD, Adagrad, Adam (L2 mode) and AdamW, 100 steps, spans of odd lengths.
+// gradients: SGD, Adagrad, Adam (L2 mode) and AdamW, 100 steps, spans of odd lengths. Adagrad and
+// Adam run on every SIMD path the CPU has (scalar, AVX2, AVX-512).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -9,18 +10,30 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "optim/simd_path.h"
 #include "util/error.h"
 
 namespace ds::optim {
 namespace {
 
 constexpr int kSteps = 100;
-const std::int64_t kSizes[] = {1, 7, 1001};
+// 4099 = many full vectors on every path plus a 3-element scalar tail.
+const std::int64_t kSizes[] = {1, 7, 1001, 4099};
+
+// The kernel paths this CPU can run; each must hold the same tolerance as the others.
+std::vector<SimdPath> supported_paths() {
+  std::vector<SimdPath> out;
+  for (SimdPath p : {SimdPath::Scalar, SimdPath::Avx2, SimdPath::Avx512}) {
+    if (cpu_supports(p)) out.push_back(p);
+  }
+  return out;
+}
 
 // Runs `ours` (called with p, g, step) and the torch optimizer made by `make_torch` for kSteps
 // steps from the same start; returns max |ours - torch| / max(1, |torch|).
@@ -131,13 +144,14 @@ TEST(SgdKernel, FromConfigChecksWhatTorchChecks) {
 // ---- Adagrad -------------------------------------------------------------------------------
 
 void check_adagrad(const AdagradHyperparams& h, const char* what, double tol) {
+  for (SimdPath path : supported_paths())
   for (std::int64_t n : kSizes) {
     std::vector<float> sum(n);
     adagrad_init_state(sum.data(), n, h);
     AdagradState state;
     auto ours = [&](float* p, const float* g, int) {
       ++state.step;
-      adagrad_update(p, g, sum.data(), n, h, state);
+      adagrad_update(p, g, sum.data(), n, h, state, KernelOptions{path, 0});
     };
     auto make = [&](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
       return std::make_unique<torch::optim::Adagrad>(params, torch::optim::AdagradOptions(h.lr)
@@ -146,7 +160,7 @@ void check_adagrad(const AdagradHyperparams& h, const char* what, double tol) {
                                                                  .initial_accumulator_value(h.initial_accumulator_value)
                                                                  .eps(h.eps));
     };
-    expect_within(max_scaled_diff(n, ours, make, 23), tol, what, n);
+    expect_within(max_scaled_diff(n, ours, make, 23), tol, (std::string(what) + " " + to_string(path)).c_str(), n);
   }
 }
 
@@ -188,12 +202,13 @@ void check_adam(bool adamw, double wd, const char* what, double tol = 1e-6, doub
   h.lr = lr;
   h.weight_decay = wd;
   h.adamw_mode = adamw;
+  for (SimdPath path : supported_paths())
   for (std::int64_t n : kSizes) {
     std::vector<float> m(n, 0.0f), v(n, 0.0f);
     AdamStepState state;
     auto ours = [&](float* p, const float* g, int t) {
       state.advance(t, h.beta1, h.beta2);
-      adam_update(p, g, m.data(), v.data(), n, h, state);
+      adam_update(p, g, m.data(), v.data(), n, h, state, KernelOptions{path, 0});
     };
     auto make = [&](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
       if (adamw) {
@@ -203,7 +218,7 @@ void check_adam(bool adamw, double wd, const char* what, double tol = 1e-6, doub
     };
     // DeepSpeed's arithmetic differs from torch's in rounding only (fp32 beta^t and 1 - beta,
     // 1/sqrt(bc2) as a multiply, fused decay): measured <= 6.4e-7 over 100 steps without decay.
-    expect_within(max_scaled_diff(n, ours, make, 37), tol, what, n);
+    expect_within(max_scaled_diff(n, ours, make, 37), tol, (std::string(what) + " " + to_string(path)).c_str(), n);
   }
 }
 
