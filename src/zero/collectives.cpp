@@ -43,6 +43,22 @@ comm::Buffer as_buffer(const torch::Tensor& t) {
   return comm::Buffer(t.data_ptr(), t.numel(), type);
 }
 
+namespace {
+// DeepSpeed's averaging around a sum (comm/gradients.h average_gradients): prescale divides by the
+// world before the sum; otherwise divide by predivide_factor before and multiply by
+// predivide_factor / world after.
+void scale_before_sum(const torch::Tensor& t, Averaging avg, int world) {
+  if (!(avg.predivide_factor > 0))
+    throw ConfigError("gradient_predivide_factor", fmt::format("must be > 0 (got {})", avg.predivide_factor));
+  const double pre = avg.prescale ? 1.0 / world : 1.0 / avg.predivide_factor;
+  if (pre != 1.0) comm::scale_elements(as_buffer(t), pre);
+}
+
+void scale_after_sum(const torch::Tensor& t, Averaging avg, int world) {
+  if (!avg.prescale && avg.predivide_factor != world) comm::scale_elements(as_buffer(t), avg.predivide_factor / world);
+}
+}  // namespace
+
 void allreduce_average(comm::Communicator& comm, const torch::Tensor& t, Averaging avg, int64_t bucket,
                        std::string_view tag) {
   if (comm.size() == 1) return;
@@ -57,14 +73,8 @@ void reduce_scatter_average(comm::Communicator& comm, const torch::Tensor& t, Av
                             std::string_view tag) {
   const int world = comm.size(), rank = comm.rank();
   if (world == 1) return;
-  if (!(avg.predivide_factor > 0))
-    throw ConfigError("gradient_predivide_factor", fmt::format("must be > 0 (got {})", avg.predivide_factor));
   const int64_t chunk = chunk_of(t, world);
-  const double n = world;
-  // DeepSpeed's arithmetic (comm/gradients.h average_gradients), the sum being a reduce-scatter.
-  const double pre = avg.prescale ? 1.0 / n : 1.0 / avg.predivide_factor;
-  const double post = avg.prescale ? 1.0 : avg.predivide_factor / n;
-  if (pre != 1.0) comm::scale_elements(as_buffer(t), pre);
+  scale_before_sum(t, avg, world);  // the sum being a reduce-scatter
   auto mine = t.narrow(0, rank * chunk, chunk);
   if (t.numel() <= bucket) {
     comm.reduce_scatter(as_buffer(t), as_buffer(mine), comm::ReduceOp::Sum, tag);
@@ -81,24 +91,20 @@ void reduce_scatter_average(comm::Communicator& comm, const torch::Tensor& t, Av
       mine.narrow(0, off, len).copy_(out);
     }
   }
-  if (!avg.prescale && avg.predivide_factor != n) comm::scale_elements(as_buffer(mine), post);
+  scale_after_sum(mine, avg, world);
 }
 
 std::function<void()> reduce_scatter_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
                                                    std::string_view tag) {
   const int world = comm.size(), rank = comm.rank();
   if (world == 1) return {};
-  if (!(avg.predivide_factor > 0))
-    throw ConfigError("gradient_predivide_factor", fmt::format("must be > 0 (got {})", avg.predivide_factor));
   const int64_t chunk = chunk_of(t, world);
-  const double n = world;
-  const double pre = avg.prescale ? 1.0 / n : 1.0 / avg.predivide_factor;
-  if (pre != 1.0) comm::scale_elements(as_buffer(t), pre);
+  scale_before_sum(t, avg, world);
   auto mine = t.narrow(0, rank * chunk, chunk);
   auto work = std::make_shared<comm::Work>(comm.reduce_scatter_async(as_buffer(t), as_buffer(mine), comm::ReduceOp::Sum, tag));
-  return [work, t, mine, avg, n] {
+  return [work, t, mine, avg, world] {
     work->wait();
-    if (!avg.prescale && avg.predivide_factor != n) comm::scale_elements(as_buffer(mine), avg.predivide_factor / n);
+    scale_after_sum(mine, avg, world);
   };
 }
 
@@ -106,15 +112,11 @@ std::function<void()> allreduce_average_async(comm::Communicator& comm, torch::T
                                               std::string_view tag) {
   const int world = comm.size();
   if (world == 1) return {};
-  if (!(avg.predivide_factor > 0))
-    throw ConfigError("gradient_predivide_factor", fmt::format("must be > 0 (got {})", avg.predivide_factor));
-  const double n = world;
-  const double pre = avg.prescale ? 1.0 / n : 1.0 / avg.predivide_factor;
-  if (pre != 1.0) comm::scale_elements(as_buffer(t), pre);
+  scale_before_sum(t, avg, world);
   auto work = std::make_shared<comm::Work>(comm.all_reduce_async(as_buffer(t), comm::ReduceOp::Sum, tag));
-  return [work, t, avg, n] {
+  return [work, t, avg, world] {
     work->wait();
-    if (!avg.prescale && avg.predivide_factor != n) comm::scale_elements(as_buffer(t), avg.predivide_factor / n);
+    scale_after_sum(t, avg, world);
   };
 }
 
