@@ -1,0 +1,113 @@
+// ds-run: DeepSpeed's `deepspeed` launcher over Open MPI's mpirun (docs/launcher.md).
+//   ds-run [launcher options] <program> [program args...]
+// Reads a DeepSpeed hostfile (or runs on localhost), applies --include/--exclude/--num_nodes/
+// --num_gpus as DeepSpeed does, builds one mpirun command (tools/launcher/), runs it with signals
+// forwarded, and exits with the worst rank's exit code. `ds-run --rank_shim ...` is the per-rank
+// wrapper mpirun starts (rank_shim.h); users never type it.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "launcher/child_process.h"
+#include "launcher/exit_status.h"
+#include "launcher/launch_plan.h"
+#include "launcher/rank_shim.h"
+#include "util/error.h"
+
+namespace {
+
+using namespace ds::launcher;
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "ds-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+// Runs the planned mpirun; returns ds-run's exit code.
+int launch(LaunchPlan& plan, const MachineFacts& machine) {
+  std::string status_dir = plan.mpirun.status_dir;
+  if (!status_dir.empty()) {
+    std::vector<char> tmpl(status_dir.begin(), status_dir.end());
+    tmpl.push_back('\0');
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      std::fprintf(stderr, "ds-run: warning: cannot create %s; exit code is mpirun's\n", status_dir.c_str());
+      status_dir.clear();
+    } else {
+      status_dir = tmpl.data();
+    }
+    plan.mpirun.status_dir = status_dir;
+  }
+  const MpirunCommand cmd = build_mpirun_command(plan.mpirun);
+  if (std::getenv("DS_RUN_VERBOSE") != nullptr) std::fprintf(stderr, "ds-run: %s\n", format_command(cmd).c_str());
+  const ChildExit end = run_child(cmd.argv, cmd.env, SignalForwarding::kSentToUsOnly);
+  const int mpirun_code = end.shell_code();
+  std::vector<RankExit> ranks;
+  if (!status_dir.empty()) {
+    ranks = read_rank_exits(status_dir);
+    std::error_code ec;
+    std::filesystem::remove_all(status_dir, ec);
+  }
+  const int code = worst_exit_code(ranks, mpirun_code);
+  if (code != 0) {
+    const std::string detail = describe_rank_exits(ranks);
+    std::fprintf(stderr, "ds-run: exit code %d (%s%smpirun returned %d)\n", code, detail.c_str(),
+                 detail.empty() ? "" : "; ", mpirun_code);
+  }
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--rank_shim") {
+    try {
+      return run_rank_shim(parse_rank_shim_args(std::vector<std::string>(argv + 2, argv + argc)));
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+  }
+
+  LaunchRequest r;
+  bool dry_run = false, no_local_rank = false, no_python = false;
+  CLI::App app{"ds-run [launcher options] <program> [program args...]\nLaunch a program on the hosts of a DeepSpeed hostfile through Open MPI's mpirun"};
+  app.add_option("-H,--hostfile", r.hostfile, "DeepSpeed hostfile ('worker-0 slots=4' lines)")
+      ->capture_default_str();
+  app.add_option("-i,--include", r.include, "resources to use: NODE_SPEC[@NODE_SPEC...], NODE_SPEC=NAME[:SLOT[,SLOT...]]");
+  app.add_option("-e,--exclude", r.exclude, "resources not to use (same format; exclusive with --include)");
+  app.add_option("--num_nodes", r.num_nodes, "use the first N hosts of the hostfile");
+  app.add_option("--num_gpus,--num_accelerators,--num_procs", r.num_gpus,
+                 "ranks per host (slots 0..N-1); without a hostfile, ranks on localhost (default: one per NUMA node)");
+  app.add_option("--master_addr", r.master_addr, "exported as MASTER_ADDR (default 127.0.0.1 on one machine, else the first host)");
+  app.add_option("--master_port", r.master_port, "exported as MASTER_PORT")->capture_default_str();
+  app.add_option("--launcher", r.launcher, "multi-node backend: openmpi only")->capture_default_str();
+  app.add_option("--launcher_args", r.launcher_args, "extra mpirun arguments, as one quoted string");
+  app.add_option("--mpirun", r.mpirun, "the mpirun to run")->capture_default_str();
+  app.add_flag("--bind_cores_to_rank", r.bind_cores_to_rank, "bind each local rank to its share of the cores (DS_BIND_CORES_TO_RANK=1)");
+  app.add_option("--enable_each_rank_log", r.each_rank_log, "write each rank's stdout and stderr to DIR/<timestamp>_rank<r>.log");
+  app.add_flag("--dry-run,--dry_run", dry_run, "print the mpirun command line and exit");
+  app.add_flag("--no_local_rank", no_local_rank, "accepted for DeepSpeed compatibility (ds-run never adds --local_rank)");
+  app.add_flag("--no_python", no_python, "accepted for DeepSpeed compatibility (programs always run directly)");
+  app.prefix_command();  // the first positional word starts the program's own command line
+  CLI11_PARSE(app, argc, argv);
+  r.hostfile_given = app.count("--hostfile") > 0;
+  r.program = app.remaining();
+  if (!r.program.empty() && r.program.front() == "--") r.program.erase(r.program.begin());
+
+  try {
+    const MachineFacts machine = detect_machine_facts();
+    LaunchPlan plan = plan_launch(r, machine);
+    for (const std::string& w : plan.warnings) std::fprintf(stderr, "ds-run: warning: %s\n", w.c_str());
+    if (dry_run) {
+      std::printf("%s\n", format_command(build_mpirun_command(plan.mpirun)).c_str());
+      return 0;
+    }
+    return launch(plan, machine);
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
