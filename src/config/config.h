@@ -70,6 +70,7 @@ struct Config {
   FlopsProfilerConfig flops_profiler;
   TensorBoardConfig tensorboard;
   CsvMonitorConfig csv_monitor;
+  JsonlMonitorConfig jsonl_monitor;  // deepspeed.cpp extension
   WandbConfig wandb;
   CometConfig comet;
   CheckpointConfig checkpoint;

@@ -1,5 +1,6 @@
-// Monitor sections "tensorboard", "csv_monitor", "wandb", "comet" (reference §14.2). DeepSpeed
-// validates these strictly, so an unknown key in them is an error.
+// Monitor sections "tensorboard", "csv_monitor", "wandb", "comet" (reference §14.2), plus our
+// "jsonl_monitor". DeepSpeed validates its sections strictly, so an unknown key in them is an
+// error; jsonl_monitor follows the same rule.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,14 @@ struct TensorBoardConfig {
 };
 
 struct CsvMonitorConfig {
+  bool enabled = false;
+  std::string output_path;
+  std::string job_name = "DeepSpeedJobName";
+};
+
+// deepspeed.cpp's extension (not a DeepSpeed key): one JSON object per event and line in
+// <output_path>/<job_name>/events.jsonl, for programs that read the metrics back.
+struct JsonlMonitorConfig {
   bool enabled = false;
   std::string output_path;
   std::string job_name = "DeepSpeedJobName";

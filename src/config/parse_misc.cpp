@@ -72,6 +72,13 @@ void parse_monitors(SectionReader& top, Config& cfg) {
     s.read("job_name", cfg.csv_monitor.job_name);
     s.finish();
   }
+  {  // deepspeed.cpp's own section; strict like its DeepSpeed siblings
+    SectionReader s(top.ctx(), top.raw("jsonl_monitor"), "jsonl_monitor", UnknownKeys::Error);
+    s.read("enabled", cfg.jsonl_monitor.enabled);
+    s.read("output_path", cfg.jsonl_monitor.output_path);
+    s.read("job_name", cfg.jsonl_monitor.job_name);
+    s.finish();
+  }
   {
     SectionReader s(top.ctx(), top.raw("wandb"), "wandb", UnknownKeys::Error);
     WandbConfig& c = cfg.wandb;

@@ -16,7 +16,7 @@ void parse_zero(SectionReader& top, Config& cfg);                       // incl.
 void parse_aio(SectionReader& top, Config& cfg);
 void parse_activation_checkpointing(SectionReader& top, Config& cfg);
 void parse_flops_profiler(SectionReader& top, Config& cfg);
-void parse_monitors(SectionReader& top, Config& cfg);                   // tensorboard, csv, wandb, comet
+void parse_monitors(SectionReader& top, Config& cfg);                   // tensorboard, csv, jsonl, wandb, comet
 void parse_checkpoint(SectionReader& top, Config& cfg);
 void parse_unsupported(SectionReader& top);                             // known to DeepSpeed, not to us
 
