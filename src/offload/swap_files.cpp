@@ -1,0 +1,38 @@
+#include "offload/swap_files.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "aio/nvme_path.h"
+#include "util/error.h"
+
+namespace ds::offload {
+
+namespace fs = std::filesystem;
+
+SwapDirectory::SwapDirectory(const std::string& nvme_path, int zero_stage, int rank,
+                             const std::string& key) {
+  aio::validate_nvme_path(nvme_path, key);
+  root_ = (fs::path(nvme_path) / ("zero_stage_" + std::to_string(zero_stage))).string();
+  path_ = (fs::path(root_) / "optimizer" / ("rank" + std::to_string(rank))).string();
+  std::error_code ec;
+  fs::remove_all(path_, ec);  // stale swap files: never trust what a previous run left
+  if (ec)
+    throw IoError("cannot remove the stale swap folder \"" + path_ + "\": " + ec.message());
+  fs::create_directories(path_, ec);
+  if (ec) throw IoError("cannot create the swap folder \"" + path_ + "\": " + ec.message());
+}
+
+SwapDirectory::~SwapDirectory() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+  // Parents go only when empty (other ranks may share them): remove() fails harmlessly otherwise.
+  fs::remove(fs::path(path_).parent_path(), ec);
+  fs::remove(root_, ec);
+}
+
+std::string SwapDirectory::file(int64_t sub_group, const std::string& state) const {
+  return path_ + "/sub_group_" + std::to_string(sub_group) + "." + state + ".tensor.swp";
+}
+
+}  // namespace ds::offload
