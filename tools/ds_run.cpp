@@ -44,6 +44,8 @@ int launch(LaunchPlan& plan, const MachineFacts& machine) {
   }
   const MpirunCommand cmd = build_mpirun_command(plan.mpirun);
   if (std::getenv("DS_RUN_VERBOSE") != nullptr) std::fprintf(stderr, "ds-run: %s\n", format_command(cmd).c_str());
+  // Alive until the records are read and removed, so a signal cannot leave the status dir behind.
+  SignalForwarder forwarder(SignalForwarding::kSentToUsOnly);
   const ChildExit end = run_child(cmd.argv, cmd.env, SignalForwarding::kSentToUsOnly);
   const int mpirun_code = end.shell_code();
   std::vector<RankExit> ranks;
@@ -52,7 +54,8 @@ int launch(LaunchPlan& plan, const MachineFacts& machine) {
     std::error_code ec;
     std::filesystem::remove_all(status_dir, ec);
   }
-  const int code = worst_exit_code(ranks, mpirun_code);
+  int code = worst_exit_code(ranks, mpirun_code);
+  if (code != 0 && forwarder.last_terminating_signal() != 0) code = 128 + forwarder.last_terminating_signal();
   if (code != 0) {
     const std::string detail = describe_rank_exits(ranks);
     std::fprintf(stderr, "ds-run: exit code %d (%s%smpirun returned %d)\n", code, detail.c_str(),

@@ -1,11 +1,14 @@
 // launcher_probe: the smallest MPI program for ds-run's end-to-end tests. Prints one line per rank
 // ("probe rank R of S MASTER_ADDR=... MASTER_PORT=...") and exits with a chosen code:
 //   launcher_probe [--fail_rank R --code C] [--codes C0,C1,...]
+//                  [--late_rank R --late_ms M]
 // --fail_rank: rank R exits C right away (the others finish normally after a pause); --codes: after
-// a barrier, rank r exits with the r-th code. Links MPI only (no LibTorch).
+// a barrier, rank r exits with the r-th code; --late_rank: that rank ignores SIGTERM (as a trainer
+// saving a checkpoint would) and exits M ms after the others. Links MPI only (no LibTorch).
 #include <mpi.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,11 +20,13 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int fail_rank = -1, code = 0;
+  int fail_rank = -1, code = 0, late_rank = -1, late_ms = 0;
   std::vector<int> codes;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--fail_rank") == 0) fail_rank = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--code") == 0) code = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--late_rank") == 0) late_rank = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--late_ms") == 0) late_ms = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--codes") == 0)
       for (const char* p = argv[i + 1]; *p != '\0'; p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : "")
         codes.push_back(std::atoi(p));
@@ -36,7 +41,9 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
+  if (rank == late_rank) std::signal(SIGTERM, SIG_IGN);
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
+  if (rank == late_rank) usleep(late_ms * 1000);
   return rank < static_cast<int>(codes.size()) ? codes[rank] : 0;
 }

@@ -10,9 +10,10 @@ elseif(CASE STREQUAL "fail_rank1")
   set(_args --num_procs 2 ${PROBE} --fail_rank 1 --code 3)
   set(_want_rc 3)
 elseif(CASE STREQUAL "worst")
-  # both ranks exit on their own after a barrier, 5 and 7: mpirun reports 5 (the lowest rank's),
-  # ds-run the worst, 7, from the wrapper's records. The per-rank logs must hold each rank's line.
-  set(_args --num_procs 2 --enable_each_rank_log ${WORK_DIR}/logs ${PROBE} --codes 5,7)
+  # rank 1 exits 5; rank 0 ignores mpirun's SIGTERM and exits 7 a little later. mpirun reports the
+  # first failure it saw (5); ds-run the worst, 7, from the wrapper's records. The per-rank logs
+  # must hold each rank's line.
+  set(_args --num_procs 2 --enable_each_rank_log ${WORK_DIR}/logs ${PROBE} --codes 7,5 --late_rank 0 --late_ms 300)
   set(_want_rc 7)
 endif()
 execute_process(COMMAND ${DS_RUN} ${_args} WORKING_DIRECTORY ${WORK_DIR}
@@ -32,6 +33,9 @@ elseif(CASE STREQUAL "fail_rank1")
     message(FATAL_ERROR "ds-run did not name the failing rank")
   endif()
 elseif(CASE STREQUAL "worst")
+  if(NOT _err MATCHES "rank 0 exited with 7; rank 1 exited with 5; mpirun returned 5")
+    message(FATAL_ERROR "expected mpirun to return the first failure (5) and both ranks recorded")
+  endif()
   foreach(_r 0 1)
     file(GLOB _log ${WORK_DIR}/logs/*_rank${_r}.log)
     if(NOT _log)

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "util/error.h"
 
@@ -18,17 +19,47 @@ namespace {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-// A signal handler can reach only globals; one child runs at a time per process.
+// A signal handler can reach only globals; one forwarder and one child at a time per process.
 volatile sig_atomic_t g_child_pid = 0;
 volatile sig_atomic_t g_forward_all = 0;
+volatile sig_atomic_t g_last_terminating = 0;
+bool g_forwarder_alive = false;
+struct sigaction g_old[std::size(kForwarded)];
 
 void forward(int sig, siginfo_t* info, void*) {
+  if (sig != SIGUSR1 && sig != SIGUSR2) g_last_terminating = sig;
   if (g_child_pid <= 0) return;
   // si_code <= 0 (SI_USER, SI_QUEUE, SI_TKILL): sent by a process; > 0: by the kernel (a tty).
   if (g_forward_all != 0 || info == nullptr || info->si_code <= 0) kill(g_child_pid, sig);
 }
 
+sigset_t forwarded_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kForwarded) sigaddset(&set, sig);
+  return set;
+}
+
 }  // namespace
+
+SignalForwarder::SignalForwarder(SignalForwarding mode) {
+  DS_CHECK(!g_forwarder_alive, Error, "internal: one SignalForwarder at a time");
+  g_forwarder_alive = true;
+  g_forward_all = mode == SignalForwarding::kAll ? 1 : 0;
+  g_last_terminating = 0;
+  struct sigaction act {};
+  act.sa_sigaction = forward;
+  act.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&act.sa_mask);
+  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &act, &g_old[i]);
+}
+
+SignalForwarder::~SignalForwarder() {
+  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &g_old[i], nullptr);
+  g_forwarder_alive = false;
+}
+
+int SignalForwarder::last_terminating_signal() const { return g_last_terminating; }
 
 ChildExit run_child(const std::vector<std::string>& argv, const std::vector<EnvVar>& extra_env,
                     SignalForwarding forwarding) {
@@ -37,18 +68,20 @@ ChildExit run_child(const std::vector<std::string>& argv, const std::vector<EnvV
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
 
-  // Install the handlers before fork so a signal arriving right after it is not lost to SIG_DFL.
-  struct sigaction act {}, old[std::size(kForwarded)];
-  act.sa_sigaction = forward;
-  act.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&act.sa_mask);
+  std::optional<SignalForwarder> own;
+  if (!g_forwarder_alive) own.emplace(forwarding);
   g_forward_all = forwarding == SignalForwarding::kAll ? 1 : 0;
-  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &act, &old[i]);
+  // Hold the forwarded signals across fork so one that arrives before the child's pid is known is
+  // delivered (and forwarded) right after, instead of being dropped.
+  const sigset_t set = forwarded_set();
+  sigset_t old_mask;
+  sigprocmask(SIG_BLOCK, &set, &old_mask);
   const pid_t parent = getpid();
 
   const pid_t pid = fork();
   if (pid == 0) {
-    for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &old[i], nullptr);
+    for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &g_old[i], nullptr);
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (forwarding == SignalForwarding::kAll) {
       setpgid(0, 0);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -60,18 +93,15 @@ ChildExit run_child(const std::vector<std::string>& argv, const std::vector<EnvV
     std::fprintf(stderr, "ds-run: cannot run '%s': %s\n", cargv[0], std::strerror(err));
     _exit(err == ENOENT ? 127 : 126);
   }
-  if (pid < 0) {
-    const int err = errno;
-    for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &old[i], nullptr);
-    throw Error(std::string("cannot start '") + argv[0] + "': " + std::strerror(err));
-  }
-  g_child_pid = pid;
+  const int fork_errno = errno;
+  if (pid > 0) g_child_pid = pid;
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (pid < 0) throw Error(std::string("cannot start '") + argv[0] + "': " + std::strerror(fork_errno));
 
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   g_child_pid = 0;
-  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &old[i], nullptr);
   if (WIFSIGNALED(status)) return {true, WTERMSIG(status)};
   return {false, WEXITSTATUS(status)};
 }

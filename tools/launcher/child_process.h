@@ -27,9 +27,24 @@ struct ChildExit {
   int shell_code() const { return signaled ? 128 + code : code; }
 };
 
-// Runs argv (PATH lookup for argv[0]) with `extra_env` added to our environment. SIGINT, SIGTERM,
-// SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded while it runs. Throws ds::Error if it cannot
-// start; a program that is not found exits 127 with a message, as a shell does.
+// While alive, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 go to the running child (and
+// are dropped when none runs), so the caller also survives them while it records how the child
+// ended. One at a time per process (a signal handler reaches only globals); restores on destruction.
+class SignalForwarder {
+ public:
+  explicit SignalForwarder(SignalForwarding mode);
+  ~SignalForwarder();
+  SignalForwarder(const SignalForwarder&) = delete;
+  SignalForwarder& operator=(const SignalForwarder&) = delete;
+  // The last SIGINT/SIGTERM/SIGHUP/SIGQUIT we received (0: none): a launch stopped by one exits
+  // 128+signal, the shell's "killed by" code, rather than mpirun's bare 1.
+  int last_terminating_signal() const;
+};
+
+// Runs argv (PATH lookup for argv[0]) with `extra_env` added to our environment and waits for it,
+// forwarding signals as `forwarding` says (through the caller's SignalForwarder when one is alive,
+// else one of its own for the call). Throws ds::Error if it cannot start; a program that is not
+// found exits 127 with a message, as a shell does.
 ChildExit run_child(const std::vector<std::string>& argv, const std::vector<EnvVar>& extra_env,
                     SignalForwarding forwarding);
 

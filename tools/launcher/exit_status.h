@@ -1,12 +1,15 @@
 // Each rank's exit status and the launch's "worst" exit code.
 //
-// What mpirun gives (Open MPI 4.1, measured): 0 when every rank exits 0; otherwise the exit code of
-// the LOWEST rank that exited non-zero (ranks 0 and 1 exiting 5 and 6 → 5), or 128+signal when a
-// rank was killed (SIGSEGV → 139). On the first failure it also kills the other ranks.
+// What mpirun gives (Open MPI 4.1.4, measured): 0 when every rank exits 0; otherwise the exit code
+// of the FIRST rank it saw exit non-zero (its man page says the lowest rank, but rank 1 exiting 7
+// a moment before rank 0 exits 5 gives 7), or 128+signal when that rank was killed (SIGSEGV → 139).
+// On that first failure it sends SIGTERM to the other ranks; if mpirun itself is signalled it
+// returns 1.
 // What ds-run adds: the per-rank wrapper (rank_shim.h) writes `<status_dir>/rank.<r>` as it exits,
 // and ds-run reports the worst of them: the largest non-zero code a rank exited with on its own;
 // failing that mpirun's code; failing that a rank's death by signal (128+signal). Ranks that
-// mpirun killed after another failed die by signal, so they never outrank the rank that failed.
+// mpirun killed after another failed die by signal, so they never outrank the rank that failed;
+// a rank that catches the SIGTERM and exits with a worse code (a trainer saving a checkpoint) does.
 #pragma once
 
 #include <string>

@@ -55,6 +55,8 @@ RankShimOptions parse_rank_shim_args(const std::vector<std::string>& args) {
 int run_rank_shim(const RankShimOptions& o) {
   const int rank = rank_from_env();
   if (!o.rank_log_prefix.empty()) redirect_output(o.rank_log_prefix + "rank" + std::to_string(rank) + ".log");
+  // The forwarder outlives the child so a second SIGTERM from mpirun cannot stop the record.
+  SignalForwarder forwarder(SignalForwarding::kAll);
   const ChildExit end = run_child(o.program, {}, SignalForwarding::kAll);
   if (!o.status_dir.empty()) write_rank_exit(o.status_dir, {rank, end.signaled, end.code});
   return end.shell_code();
