@@ -1,5 +1,5 @@
 # End to end: ds-run starts launcher_probe at 2 ranks on localhost (cmake -P, so the exit code and
-# output can both be checked). CASE: ok | fail_rank1 | worst.
+# output can both be checked), with the mpirun of the MPI the probe was built against. CASE: ok | fail_rank1 | worst.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(_hf ${WORK_DIR}/absent_hostfile)  # no hostfile: localhost with --num_procs ranks
@@ -16,7 +16,7 @@ elseif(CASE STREQUAL "worst")
   set(_args --num_procs 2 --enable_each_rank_log ${WORK_DIR}/logs ${PROBE} --codes 7,5 --late_rank 0 --late_ms 300)
   set(_want_rc 7)
 endif()
-execute_process(COMMAND ${DS_RUN} ${_args} WORKING_DIRECTORY ${WORK_DIR}
+execute_process(COMMAND ${DS_RUN} --mpirun ${MPIRUN} ${_args} WORKING_DIRECTORY ${WORK_DIR}
                 RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err TIMEOUT 90)
 message("ds-run exit ${_rc}\nstdout:\n${_out}\nstderr:\n${_err}")
 if(NOT _rc EQUAL _want_rc)
