@@ -26,6 +26,22 @@ SwapLayout SwapLayout::with_states(std::vector<int64_t> sub_group_numel, int num
   return l;
 }
 
+SwapperOptions swapper_options(const OffloadOptimizerConfig& c, int zero_stage, int rank,
+                               SwapLayout layout) {
+  SwapperOptions o;
+  if (!c.nvme_path)
+    throw ConfigError("zero_optimization.offload_optimizer.nvme_path",
+                      "is required when device is \"nvme\" (a writable directory on a local SSD)");
+  o.nvme_path = *c.nvme_path;
+  o.zero_stage = zero_stage;
+  o.rank = rank;
+  o.buffer_count = c.buffer_count;
+  o.pipeline_read = c.pipeline_read;
+  o.pipeline_write = c.pipeline_write;
+  o.layout = std::move(layout);
+  return o;
+}
+
 OptimizerSwapper::OptimizerSwapper(aio::AsyncIo& io, SwapperOptions options)
     : io_(io),
       opts_(std::move(options)),

@@ -23,6 +23,7 @@
 
 #include "aio/aio_engine.h"
 #include "aio/aligned_buffer.h"
+#include "config/zero_config.h"
 #include "offload/swap_files.h"
 
 namespace ds::offload {
@@ -46,6 +47,10 @@ struct SwapperOptions {
   SwapLayout layout;
   std::string config_key = "zero_optimization.offload_optimizer";  // prefix for error messages
 };
+
+// The options for `zero_optimization.offload_optimizer` (device "nvme"; nvme_path must be set).
+SwapperOptions swapper_options(const OffloadOptimizerConfig& c, int zero_stage, int rank,
+                               SwapLayout layout);
 
 // Counters for the per-phase report. Wait times are what the caller's thread spent blocked on
 // I/O; with pipelining they are the part of the I/O the update did not hide.

@@ -135,6 +135,21 @@ TEST(OptimizerSwapper, FolderLayoutStaleFilesAndCleanup) {
   EXPECT_FALSE(fs::exists(dir.path() + "/zero_stage_3"));  // removed with its empty parents
 }
 
+TEST(OptimizerSwapper, OptionsFromTheOffloadConfig) {
+  OffloadOptimizerConfig c;
+  c.device = OffloadDevice::Nvme;
+  EXPECT_THROW(swapper_options(c, 3, 0, SwapLayout::with_states({1}, 3)), ConfigError);  // no nvme_path
+  c.nvme_path = "/mnt/nvme";
+  c.buffer_count = 9;
+  c.pipeline_read = c.pipeline_write = true;
+  const SwapperOptions o = swapper_options(c, 3, 5, SwapLayout::with_states({7, 8}, 3));
+  EXPECT_EQ(o.nvme_path, "/mnt/nvme");
+  EXPECT_EQ(o.rank, 5);
+  EXPECT_EQ(o.buffer_count, 9);
+  EXPECT_TRUE(o.pipeline_read && o.pipeline_write);
+  EXPECT_EQ(o.layout.num_states(), 3);
+}
+
 TEST(OptimizerSwapper, TooFewBuffersIsAConfigError) {
   aio::test::ScratchDir dir;
   AioEngine io(AioOptions{});
