@@ -42,9 +42,15 @@ const Layer& LayerList::at(std::size_t i) const {
 }
 
 torch::Tensor LayerList::forward(const torch::Tensor& x) const {
+  if (runner_) return runner_->run(*this, x);
+  return run_range(0, layers_.size(), x);
+}
+
+torch::Tensor LayerList::run_range(std::size_t begin, std::size_t end, const torch::Tensor& x) const {
+  DS_ASSERT(begin <= end && end <= layers_.size(), "LayerList::run_range out of range");
   torch::Tensor h = x;
   LayerHooks* hooks = hooks_.get();
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  for (std::size_t i = begin; i < end; ++i) {
     if (hooks) hooks->before_forward(i);
     h = layers_[i].forward(h);
     if (hooks) {

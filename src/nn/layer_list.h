@@ -36,6 +36,16 @@ class LayerHooks {
   virtual torch::Tensor wrap_output(std::size_t index, torch::Tensor out) { return out; }
 };
 
+class LayerList;
+
+// Replaces how LayerList::forward runs the layers (activation checkpointing installs one,
+// nn/activation_checkpointing.h). A runner must call the list's hooks as forward() documents.
+class LayerRunner {
+ public:
+  virtual ~LayerRunner() = default;
+  virtual torch::Tensor run(const LayerList& list, const torch::Tensor& x) = 0;
+};
+
 class LayerList {
  public:
   // Appends a layer. Throws ds::Error for an empty or duplicate name, a missing forward, or a
@@ -51,8 +61,11 @@ class LayerList {
   std::vector<Layer>::const_iterator begin() const noexcept { return layers_.begin(); }
   std::vector<Layer>::const_iterator end() const noexcept { return layers_.end(); }
 
-  // Runs every layer in order (identity for an empty list), calling the hooks if set.
+  // Runs every layer in order (identity for an empty list), calling the hooks if set; with a
+  // runner installed, the runner does it.
   torch::Tensor forward(const torch::Tensor& x) const;
+  // Layers [begin, end) in place, with the hooks: forward() without a runner is run_range(0, size()).
+  torch::Tensor run_range(std::size_t begin, std::size_t end, const torch::Tensor& x) const;
 
   // Every parameter name, each once, in first-use order (a tied parameter appears once).
   std::vector<std::string> all_param_names() const;
@@ -61,9 +74,15 @@ class LayerList {
   void set_hooks(std::shared_ptr<LayerHooks> hooks) { hooks_ = std::move(hooks); }
   LayerHooks* hooks() const noexcept { return hooks_.get(); }
 
+  // Installs (or with nullptr removes) the runner forward() delegates to. Independent of the
+  // hooks: stage 3 sets hooks, activation checkpointing sets a runner, in either order.
+  void set_runner(std::shared_ptr<LayerRunner> runner) { runner_ = std::move(runner); }
+  LayerRunner* runner() const noexcept { return runner_.get(); }
+
  private:
   std::vector<Layer> layers_;
   std::shared_ptr<LayerHooks> hooks_;
+  std::shared_ptr<LayerRunner> runner_;
 };
 
 }  // namespace ds::nn
