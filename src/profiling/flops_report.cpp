@@ -9,8 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <sstream>
 #include <vector>
 
 #include "profiling/python_text.h"

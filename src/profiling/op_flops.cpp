@@ -84,15 +84,19 @@ int64_t last_dim(const c10::IValue* v) {
   return t.dim() == 0 ? 1 : t.size(-1);
 }
 
-// DeepSpeed's _elementwise_flops_compute: a scalar operand costs the other's numel; two tensors
-// cost the numel of the shape that takes the larger size per leading-aligned dimension.
+// One FLOP per element of the result: a scalar operand costs the other's numel; two tensors the
+// numel of their broadcast shape. (DeepSpeed's _elementwise_flops_compute aligns the shapes at
+// the leading dimension, which overcounts [B,T,C] + [T,C]; ours aligns at the trailing one, as
+// broadcasting does; equal ranks give the same count.)
 int64_t elementwise_flops(const c10::IValue* a, const c10::IValue* b) {
   if (!is_tensor(a)) return is_tensor(b) ? numel_of(b) : 1;
   if (!is_tensor(b)) return numel_of(a);
   auto sa = a->toTensor().sizes(), sb = b->toTensor().sizes();
+  const size_t rank = std::max(sa.size(), sb.size());
   int64_t n = 1;
-  for (size_t i = 0; i < std::max(sa.size(), sb.size()); ++i) {
-    const int64_t x = i < sa.size() ? sa[i] : 1, y = i < sb.size() ? sb[i] : 1;
+  for (size_t i = 0; i < rank; ++i) {  // i counts from the last dimension
+    const int64_t x = i < sa.size() ? sa[sa.size() - 1 - i] : 1;
+    const int64_t y = i < sb.size() ? sb[sb.size() - 1 - i] : 1;
     n *= std::max(x, y);
   }
   return n;
