@@ -56,11 +56,29 @@ int run(int argc, char** argv) {
   if (rank == 0) std::printf("%s", engine.memory_report().c_str());
   std::fflush(stdout);
 
+  // The model's shape travels in the checkpoint, so ds-zero-to-fp32 can write a Hugging Face config.
+  const nlohmann::json client_state = {
+      {"model", {{"type", "gpt2"}, {"vocab_size", model_cfg.vocab_size}, {"n_positions", model_cfg.n_positions},
+                 {"n_embd", model_cfg.n_embd}, {"n_layer", model_cfg.n_layer}, {"n_head", model_cfg.n_head}}},
+      {"seed", opt.seed}};
+  int64_t first_step = 0;
+  if (!opt.load_dir.empty()) {
+    auto loaded = engine.load_checkpoint(opt.load_dir);
+    DS_CHECK(loaded.has_value(), ds::IoError, "--load " + opt.load_dir + ": no 'latest' file there (nothing to resume)");
+    first_step = engine.global_steps();
+    if (rank == 0) std::printf("resumed from %s at global step %lld\n", loaded->path.c_str(), static_cast<long long>(first_step));
+  }
+  auto save = [&] {
+    const std::string where = engine.save_checkpoint(opt.save_dir, "", client_state);
+    if (rank == 0) std::printf("saved %s\n", where.c_str());
+    std::fflush(stdout);
+  };
+
   ds::ProgressReporter progress({opt.steps, opt.progress, std::max<int64_t>(1, opt.steps / 20), stdout});
   const double tokens_per_step = static_cast<double>(engine.train_batch_size() * seq);
   double first_loss = 0.0, tokens_per_s = 0.0;
   auto t_start = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < opt.steps; ++step) {
+  for (int64_t step = first_step; step < opt.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t m = 0; m < gas; ++m) {
       // Global sample order: micro-batch m of step `step` on rank r, so any world size sees the
@@ -73,15 +91,17 @@ int run(int argc, char** argv) {
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double rate = tokens_per_step / std::max(dt, 1e-9);
     tokens_per_s = step == 0 ? rate : 0.9 * tokens_per_s + 0.1 * rate;
-    if (step == 0) first_loss = engine.last_loss();
+    if (step == first_step) first_loss = engine.last_loss();
     auto lr = engine.get_lr();
     progress.update({step + 1, engine.last_loss(), lr.empty() ? 0.0 : lr[0], tokens_per_s, ds::current_rss_bytes()});
+    if (!opt.save_dir.empty() && opt.save_interval > 0 && (step + 1) % opt.save_interval == 0 && step + 1 < opt.steps) save();
   }
   progress.finish();
+  if (!opt.save_dir.empty() && engine.global_steps() > first_step) save();
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (rank == 0) std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s, peak RSS %s\n",
-              static_cast<long long>(opt.steps), ds::format_duration(total).c_str(), first_loss,
-              engine.last_loss(), tokens_per_step * opt.steps / total,
+              static_cast<long long>(opt.steps - first_step), ds::format_duration(total).c_str(), first_loss,
+              engine.last_loss(), tokens_per_step * double(opt.steps - first_step) / total,
               ds::format_bytes(ds::peak_rss_bytes()).c_str());
   return 0;
 }

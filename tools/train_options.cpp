@@ -26,6 +26,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed for weights and data order")->capture_default_str();
   app.add_option("--progress", progress, "auto | bar | lines | off")->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
+  app.add_option("--save", o.save_dir, "save checkpoints into this directory (at the end, and every --save-interval steps)");
+  app.add_option("--save-interval,--save_interval", o.save_interval, "steps between checkpoints (0: only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--load", o.load_dir, "resume from the checkpoint named by <dir>/latest (any world size)");
   bool no_progress = false;
   app.add_flag("--no_progress,--no-progress", no_progress, "same as --progress off");
   try {

@@ -18,6 +18,9 @@ struct TrainOptions {
   uint64_t seed = 42;
   ProgressMode progress = ProgressMode::Auto;
   bool show_memory = true;
+  std::string save_dir;       // checkpoints: every save_interval steps (0: at the end only) and at the end
+  int64_t save_interval = 0;
+  std::string load_dir;       // resume from <load_dir>/latest; --steps counts from the start of training
 };
 
 // Parses argv; returns false when --help was printed. Throws CLI errors as ds::Error.

@@ -32,6 +32,20 @@ class AdamStepState {
   float beta1_t() const { return beta1_t_; }
   float beta2_t() const { return beta2_t_; }
 
+  // Checkpoints carry the exact fp32 powers so a resumed run continues the same multiply chain.
+  struct Snapshot {
+    std::int64_t step = 0;
+    float beta1 = 0.0f, beta2 = 0.0f, beta1_t = 1.0f, beta2_t = 1.0f;
+  };
+  Snapshot snapshot() const { return {step_, beta1_, beta2_, beta1_t_, beta2_t_}; }
+  void restore(const Snapshot& s) {
+    step_ = s.step;
+    beta1_ = s.beta1;
+    beta2_ = s.beta2;
+    beta1_t_ = s.beta1_t;
+    beta2_t_ = s.beta2_t;
+  }
+
  private:
   std::int64_t step_ = 0;
   float beta1_ = 0.0f, beta2_ = 0.0f;

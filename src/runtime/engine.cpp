@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "precision/overflow.h"
 #include "zero/collectives.h"
@@ -16,7 +17,11 @@ namespace ds {
 
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // The LayerList belongs to the model, which may outlive the engine.
+  if (layers_ && activation_checkpointing_ && layers_->runner() == activation_checkpointing_.get())
+    layers_->set_runner(nullptr);
+}
 
 bool Engine::is_gradient_accumulation_boundary() const {
   return (micro_steps_ + 1) % config_.gradient_accumulation_steps == 0;
@@ -29,9 +34,13 @@ void Engine::before_forward() {
     timings_.step_started = true;
   }
   timings_.fwd_start = Clock::now();
+  // The flops profiler counts the forward of profile_step (with accumulation, its last micro-batch).
+  flops_profile_active_ = flops_profiler_ && global_steps_ == config_.flops_profiler.profile_step;
+  if (flops_profile_active_) flops_profiler_->start();
 }
 
 void Engine::after_forward() {
+  if (flops_profiler_ && flops_profiler_->running()) flops_profiler_->stop();
   timings_.fwd = std::chrono::duration<double, std::milli>(Clock::now() - timings_.fwd_start).count();
   timings_.fwd_sum += timings_.fwd;
 }
@@ -46,6 +55,9 @@ void Engine::backward(const torch::Tensor& loss) {
   if (config_.gradient_accumulation_steps > 1)
     scaled = loss.to(torch::kFloat32) / static_cast<double>(config_.gradient_accumulation_steps);
   loss_accum_ += scaled.detach().item<double>();
+  // DeepSpeed logs the loss at the boundary's backward, x = samples before this step.
+  if (monitor_.enabled() && is_gradient_accumulation_boundary())
+    monitor_.write_events({{"Train/Samples/train_loss", loss_accum_, global_samples_}});
   const double s = scaler_->scale();
   if (s != 1.0) scaled = scaled.to(torch::kFloat32) * s;  // DeepSpeed: (loss.float() * cur_scale).backward()
   if (overlap_step_ && optimizer_ && is_gradient_accumulation_boundary()) arm_overlapped_step();
@@ -153,6 +165,7 @@ void Engine::take_model_step() {
   // DeepSpeed's non-ZeRO scaler would skip forever at the floor; stop with the cause instead.
   if (overflow && scaler_->dynamic() && update.scale_before <= scaler_->state().min_scale)
     throw precision::LossScaleUnderflow(scaler_->state().min_scale, culprit());
+  if (update.scale_after != update.scale_before) loss_scale_changed_ = true;
   if (auto line = overflow_summary_.observe(update)) log::info("{}", *line);
   last_step_applied_ = !overflow;
   if (overflow) {
@@ -172,6 +185,45 @@ void Engine::take_model_step() {
 }
 
 void Engine::zero_grads() { states_->zero_grads(); }
+
+void Engine::print_flops_profile() {
+  flops_profile_active_ = false;
+  profiling::ProfileTimings t;
+  t.profile_step = global_steps_;  // DeepSpeed prints global_steps after the increment
+  t.world_size = t.dp_world_size = world_size();
+  t.micro_batch_size = config_.train_micro_batch_size_per_gpu;
+  t.fwd_latency_s = timings_.fwd / 1e3;  // the profiled micro-step
+  t.bwd_latency_s = timings_.bwd / 1e3;
+  t.step_latency_s = timings_.step / 1e3;
+  // MFU against the user's peak (DS_PEAK_TFLOPS, e.g. a datasheet figure) or a measured GEMM peak.
+  if (const char* peak = std::getenv("DS_PEAK_TFLOPS"); peak != nullptr && std::atof(peak) > 0) {
+    t.peak_flops = std::atof(peak) * 1e12;
+    t.peak_source = "DS_PEAK_TFLOPS";
+  } else {
+    t.peak_flops = profiling::measure_gemm_peak_flops(1024, 3, device_);
+    t.peak_source = "measured fp32 GEMM 1024x1024";
+  }
+  flops_profiler_->print(t, config_.flops_profiler);
+}
+
+void Engine::write_step_events(bool boundary) {
+  if (!boundary || !monitor_.enabled()) return;
+  // x = global samples after the step; written even for an overflow-skipped step, as DeepSpeed.
+  const auto lr = get_lr();
+  std::vector<MonitorEvent> events{{"Train/Samples/lr", lr.empty() ? 0.0 : lr[0], global_samples_}};
+  if (config_.fp16.enabled) {
+    const double s = scaler_->scale();
+    const bool as_int = scaler_->dynamic() ? !loss_scale_changed_ : s == std::trunc(s);
+    events.push_back({"Train/Samples/loss_scale", s, global_samples_, as_int ? ValueKind::Int : ValueKind::Float});
+  }
+  if (config_.wall_clock_breakdown || config_.flops_profiler.enabled) {
+    for (const auto& [name, ms] : {std::pair<const char*, double>{"forward", timings_.fwd_sum},
+                                   {"backward", timings_.bwd_sum}, {"backward_inner", timings_.bwd_sum},
+                                   {"backward_allreduce", 0.0}, {"step", timings_.step_sum}})
+      events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, global_samples_});
+  }
+  monitor_.write_events(events);
+}
 
 const zero::FlatParameters& Engine::flat_parameters() const {
   const zero::FlatParameters* flat = states_->flat();
@@ -199,6 +251,8 @@ void Engine::step() {
   timings_.step = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   timings_.step_sum += timings_.step;
   if (config_.wall_clock_breakdown) log_timings(boundary);
+  write_step_events(boundary);
+  if (boundary && flops_profile_active_) print_flops_profile();
   if (boundary) {
     log_throughput(std::chrono::duration<double>(Clock::now() - timings_.step_start).count());
     timings_.fwd_sum = timings_.bwd_sum = timings_.step_sum = 0;

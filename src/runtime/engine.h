@@ -9,8 +9,11 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <concepts>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +24,9 @@
 #include "optim/lr_schedules.h"
 #include "precision/loss_scaler.h"
 #include "precision/overflow_summary.h"
+#include "profiling/flops_profiler.h"
+#include "profiling/monitor_master.h"
+#include "nn/activation_checkpointing.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
 #include "zero/flat_optimizer.h"
@@ -37,6 +43,19 @@ struct ParamGroup {
   std::vector<std::string> params;
   std::optional<double> lr;
   std::optional<double> weight_decay;
+};
+
+// load_checkpoint's switches (DeepSpeed's keyword arguments of the same names).
+struct LoadOptions {
+  bool load_optimizer_states = true;     // false: weights only; optimizer state starts fresh
+  bool load_lr_scheduler_states = true;  // false: the schedule starts where the config says
+  bool load_module_only = false;         // true: weights only, counters and scaler untouched too
+  bool load_module_strict = true;        // false: checkpoint parameters the model lacks are ignored
+};
+
+struct LoadResult {
+  std::string path;           // the tag directory read
+  nlohmann::json client_state;
 };
 
 class Engine {
@@ -75,6 +94,18 @@ class Engine {
   int world_size() const { return comm_->size(); }
   int rank() const { return comm_->rank(); }
   comm::Communicator& communicator() { return *comm_; }
+
+  // Checkpoints (docs/checkpoint.md): every rank calls these, after engine.step() at an accumulation
+  // boundary. save writes <dir>/<tag>/ (tag "" = global_step<N>) atomically and then <dir>/latest;
+  // returns the tag directory. load reads <dir>/<tag> (tag "" = the one in latest) saved at any
+  // world size; returns nullopt (with a warning) when there is no `latest`, as DeepSpeed does.
+  std::string save_checkpoint(const std::string& dir, const std::string& tag = "",
+                              const nlohmann::json& client_state = nlohmann::json::object(), bool save_latest = true);
+  std::optional<LoadResult> load_checkpoint(const std::string& dir, const std::string& tag = "",
+                                            const LoadOptions& options = {});
+  // The full model (trainable in the model dtype, frozen parameters, buffers) as <dir>/<file>, a
+  // safetensors file written by rank 0; at stage 3 parameters are gathered one at a time.
+  void save_16bit_model(const std::string& dir, const std::string& file = "model.safetensors");
 
   const Config& config() const { return config_; }
   torch::nn::Module& module() { return *module_; }
@@ -120,6 +151,13 @@ class Engine {
   void log_progress() const;
   void log_timings(bool boundary) const;
   void log_throughput(double step_seconds);
+  void write_step_events(bool boundary);
+  void print_flops_profile();
+  nlohmann::json engine_state_json() const;
+  void restore_engine_state(const nlohmann::json& state, const LoadOptions& options);
+  void check_tag_agreement(const std::string& tag);
+  // Every rank learns whether any failed; all throw, with the first failing rank's message.
+  void agree_or_throw(std::exception_ptr error, const std::string& what);
 
   std::shared_ptr<torch::nn::Module> module_;
   Config config_;
@@ -138,6 +176,11 @@ class Engine {
   precision::OverflowSummary overflow_summary_;
   MemoryLedger ledger_;
   Timings timings_;
+  MonitorMaster monitor_;           // tensorboard / csv_monitor / jsonl_monitor, rank 0 only
+  bool loss_scale_changed_ = false;  // DeepSpeed logs the scale as an int until it first changes
+  std::unique_ptr<profiling::FlopsProfiler> flops_profiler_;  // rank 0, flops_profiler.enabled
+  bool flops_profile_active_ = false;                         // this global step is profile_step
+  std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing_;
 
   int64_t global_steps_ = 0;
   int64_t global_samples_ = 0;

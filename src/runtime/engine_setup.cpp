@@ -105,6 +105,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
                       fmt::format("the batch triple was resolved for world size {} but {} ranks are running; "
                                   "load the config with the launcher's world size (ds::initialize does)",
                                   config_.world_size, world_size()));
+  monitor_ = MonitorMaster(monitor_options(config_, comm_->rank()));  // a bad output_path fails here
   setup_parameters(groups);
   setup_optimizer(groups);
   setup_schedule();
@@ -114,6 +115,15 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
             rank(), world_size(), comm::to_string(comm_->backend()), states_->stage(), states_->numel(), states_->num_groups(), device_.str(), config_.train_batch_size,
             config_.train_micro_batch_size_per_gpu, config_.gradient_accumulation_steps, world_size());
   log::info("{}", plan_.table());
+  if (config_.flops_profiler.enabled && rank() == 0) flops_profiler_ = std::make_unique<profiling::FlopsProfiler>(*module_);
+  // Activation checkpointing wraps the LayerList's walk (docs/activation_checkpointing.md); it
+  // composes with stage 3's hooks, which gather a segment's parameters before its recompute.
+  if (nn::activation_checkpointing_requested(config_)) {
+    if (layers_ != nullptr)
+      activation_checkpointing_ = nn::apply_activation_checkpointing(*layers_, *module_, config_.activation_checkpointing);
+    else
+      log::warn("activation_checkpointing: the model exposes no LayerList (layers()), so the section has no effect");
+  }
   if (config_.steps_per_print) log_progress();
 }
 

@@ -60,6 +60,12 @@ class FlatOptimizer {
   OptimizerType type() const { return config_.type; }
   size_t num_groups() const { return groups_.size(); }
   int64_t step_count() const { return steps_; }
+  // Checkpoints: the step count and Adam's fp32 beta powers, restored exactly on load.
+  optim::AdamStepState::Snapshot adam_state() const { return adam_state_.snapshot(); }
+  void restore_counters(int64_t steps, const optim::AdamStepState::Snapshot& adam) {
+    steps_ = steps;
+    adam_state_.restore(adam);
+  }
   std::vector<double> lrs() const;
   std::vector<std::array<double, 2>> betas() const;
   void set_lr(size_t group, double lr);

@@ -19,6 +19,9 @@ struct ParamSlot {
   int64_t offset = 0;           // elements into the group's flat buffer
   int64_t numel = 0;
   torch::Tensor param;          // the module's parameter, now a view of the flat buffer
+  // Where this slot's elements start inside the parameter (flattened): 0 for whole parameters, the
+  // piece's start for ZeRO partitions and shards. Checkpoints key state by (name, param_offset).
+  int64_t param_offset = 0;
 };
 
 struct FlatGroup {

@@ -29,6 +29,7 @@ FlatGroup partition_layout(const FlatGroup& group, const FlatPartition& partitio
     s.shape = {f.numel};
     s.offset = f.flat_offset - begin;
     s.numel = f.numel;
+    s.param_offset = f.flat_offset - group.slots[f.slot].offset;
     out.numel += f.numel;
     out.slots.push_back(std::move(s));
   }

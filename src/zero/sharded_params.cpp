@@ -58,7 +58,7 @@ ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& 
     if (valid > 0)
       storage_[p.group].narrow(0, p.offset, valid).copy_(full.reshape({-1}).narrow(0, p.shard.begin(rank), valid));
     FlatGroup& layout = layouts_[p.group];
-    layout.slots.push_back({p.name, {valid}, p.offset, valid, {}});
+    layout.slots.push_back({p.name, {valid}, p.offset, valid, {}, p.shard.begin(rank)});
     layout.numel += valid;
     if (p.persistent) {
       // The model computes with exactly the rounded values the shards hold.

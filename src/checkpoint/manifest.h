@@ -1,0 +1,64 @@
+// manifest.json: the table of contents of one checkpoint tag. For every trainable parameter its
+// name, shape and model dtype, and which rank file holds which global [offset, offset + length)
+// of its fp32 master and of each optimizer state (tensor "<state>/<name>@<offset>" in that file);
+// the engine's counters, loss scaler, LR schedule and optimizer step state; the config used; and
+// the user's client_state. Everything a loader at any world size needs to find its slices,
+// without opening more than the headers of the rank files.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ds::checkpoint {
+
+inline constexpr int kManifestVersion = 1;
+inline constexpr const char* kMasterState = "fp32";  // the fp32 master weights' state name
+
+struct PieceRef {
+  int rank = 0;         // index into Manifest::rank_files
+  int64_t offset = 0;   // elements into the flattened parameter
+  int64_t length = 0;
+};
+
+struct ParamEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;              // the model dtype at save ("fp32", "bf16", "fp16")
+  std::vector<PieceRef> pieces;   // sorted by offset; they tile [0, numel) exactly
+  int64_t numel() const;
+};
+
+struct Manifest {
+  int version = kManifestVersion;
+  std::string tag;
+  int zero_stage = 0;
+  int dp_world_size = 1;
+  std::vector<std::string> rank_files;   // rank r's pieces, relative to the tag directory
+  std::string model_file;                // frozen parameters and buffers (rank 0), relative
+  std::vector<std::string> states;       // "fp32" first, then the optimizer's ("exp_avg", ...)
+  std::vector<ParamEntry> params;        // trainable parameters, model order
+  std::vector<std::string> module_tensors;  // frozen parameters and buffers in model_file
+  nlohmann::json engine = nlohmann::json::object();        // counters, scaler, schedule, optimizer
+  nlohmann::json ds_config = nlohmann::json::object();     // the config the run was started with
+  nlohmann::json client_state = nlohmann::json::object();  // the user's, returned by load
+
+  const ParamEntry* find(const std::string& name) const;
+};
+
+// "<state>/<param>@<offset>": the tensor holding one piece of one state in a rank file.
+std::string piece_tensor_name(const std::string& state, const std::string& param, int64_t offset);
+// The inverse; false when `tensor` is not a piece name.
+bool parse_piece_tensor_name(const std::string& tensor, std::string* state, std::string* param, int64_t* offset);
+
+nlohmann::json to_json(const Manifest& m);
+// Validates the structure (types, version, piece tiling, rank indices) and throws ds::IoError
+// "<source>: <what is wrong>" for a manifest that is not one we wrote.
+Manifest manifest_from_json(const nlohmann::json& j, const std::string& source);
+
+void write_manifest(const Manifest& m, const std::string& path);  // atomic, like every file we write
+Manifest read_manifest(const std::string& path);
+
+}  // namespace ds::checkpoint

@@ -1,0 +1,161 @@
+#include "checkpoint/state_files.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace ds::checkpoint {
+namespace fs = std::filesystem;
+
+StDtype st_dtype_of(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat64: return StDtype::F64;
+    case torch::kFloat32: return StDtype::F32;
+    case torch::kFloat16: return StDtype::F16;
+    case torch::kBFloat16: return StDtype::BF16;
+    case torch::kInt64: return StDtype::I64;
+    case torch::kInt32: return StDtype::I32;
+    case torch::kInt16: return StDtype::I16;
+    case torch::kInt8: return StDtype::I8;
+    case torch::kUInt8: return StDtype::U8;
+    case torch::kBool: return StDtype::BOOL;
+    default: throw NotSupported(fmt::format("checkpoint: tensors of dtype {} cannot be saved in safetensors", c10::toString(t)));
+  }
+}
+
+torch::ScalarType scalar_type_of(StDtype d) {
+  switch (d) {
+    case StDtype::F64: return torch::kFloat64;
+    case StDtype::F32: return torch::kFloat32;
+    case StDtype::F16: return torch::kFloat16;
+    case StDtype::BF16: return torch::kBFloat16;
+    case StDtype::I64: return torch::kInt64;
+    case StDtype::I32: return torch::kInt32;
+    case StDtype::I16: return torch::kInt16;
+    case StDtype::I8: return torch::kInt8;
+    case StDtype::U8: return torch::kUInt8;
+    case StDtype::BOOL: return torch::kBool;
+    default: throw NotSupported(fmt::format("safetensors dtype {} has no LibTorch 1.13 equivalent", dtype_name(d)));
+  }
+}
+
+namespace {
+
+// CPU and contiguous: device tensors are copied to the host, strided ones compacted (kept alive in
+// `keep` until the writer commits).
+const void* host_data(const torch::Tensor& t, std::vector<torch::Tensor>& keep) {
+  torch::Tensor h = t.device().is_cpu() ? t.contiguous() : t.to(torch::kCPU).contiguous();
+  keep.push_back(h);
+  return h.data_ptr();
+}
+
+}  // namespace
+
+void write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
+                     const torch::Tensor& rng_state, int rank, int world) {
+  SafetensorsWriter w(path);
+  w.set_metadata("format", "deepspeed.cpp rank states");
+  w.set_metadata("rank", std::to_string(rank));
+  w.set_metadata("world_size", std::to_string(world));
+  std::vector<torch::Tensor> keep;
+  for (size_t g = 0; with_pieces && g < local.layouts.size(); ++g) {
+    for (const auto& slot : local.layouts[g]->slots) {
+      if (slot.numel == 0) continue;  // a stage-3 shard of padding only
+      auto add = [&](const std::string& state, const torch::Tensor& span) {
+        DS_ASSERT(span.scalar_type() == torch::kFloat32, "optimizer spans are fp32");
+        w.add(piece_tensor_name(state, slot.name, slot.param_offset), StDtype::F32, {slot.numel},
+              host_data(span.narrow(0, slot.offset, slot.numel), keep));
+      };
+      add(kMasterState, local.masters[g]);
+      for (const auto& s : local.state_names) add(s, local.states[g]->at(s));
+    }
+  }
+  if (rng_state.defined()) w.add("rng_state/cpu", StDtype::U8, {rng_state.numel()}, host_data(rng_state, keep));
+  w.commit();
+}
+
+void write_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  SafetensorsWriter w(path);
+  for (const auto& [k, v] : metadata) w.set_metadata(k, v);
+  std::vector<torch::Tensor> keep;
+  for (const auto& [name, t] : tensors) w.add(name, st_dtype_of(t.scalar_type()), t.sizes().vec(), host_data(t, keep));
+  w.commit();
+}
+
+std::vector<ParamEntry> collect_pieces(const std::string& dir, const std::vector<std::string>& rank_files,
+                                       const std::vector<ParamInfo>& params) {
+  std::map<std::string, std::vector<PieceRef>> pieces;
+  for (size_t r = 0; r < rank_files.size(); ++r) {
+    SafetensorsFile f((fs::path(dir) / rank_files[r]).string());
+    for (const auto& t : f.tensors()) {
+      std::string state, param;
+      int64_t offset = 0;
+      if (parse_piece_tensor_name(t.name, &state, &param, &offset) && state == kMasterState)
+        pieces[param].push_back({int(r), offset, t.numel()});
+    }
+  }
+  std::vector<ParamEntry> out;
+  for (const auto& p : params) {
+    ParamEntry e{p.name, p.shape, p.dtype, pieces[p.name]};
+    std::sort(e.pieces.begin(), e.pieces.end(), [](const PieceRef& a, const PieceRef& b) { return a.offset < b.offset; });
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+SliceReader::SliceReader(std::string dir, const Manifest& manifest)
+    : dir_(std::move(dir)), manifest_(manifest), files_(manifest.rank_files.size()) {}
+
+const SafetensorsFile& SliceReader::file(int rank) {
+  auto& f = files_.at(size_t(rank));
+  if (!f) {
+    const std::string path = (fs::path(dir_) / manifest_.rank_files[size_t(rank)]).string();
+    DS_CHECK(fs::exists(path), IoError,
+             path + ": missing rank file (the checkpoint was saved with " + std::to_string(manifest_.dp_world_size) +
+                 " ranks; copy every zero_pp_rank_* file of the tag)");
+    f = std::make_unique<SafetensorsFile>(path);
+  }
+  return *f;
+}
+
+void SliceReader::read(const std::string& state, const ParamEntry& param, int64_t offset, int64_t n, float* dst) {
+  const int64_t end = offset + n;
+  for (const auto& q : param.pieces) {
+    const int64_t lo = std::max(offset, q.offset), hi = std::min(end, q.offset + q.length);
+    if (lo >= hi) continue;
+    const SafetensorsFile& f = file(q.rank);
+    const std::string name = piece_tensor_name(state, param.name, q.offset);
+    const TensorInfo& info = f.at(name);
+    DS_CHECK(info.dtype == StDtype::F32 && info.numel() == q.length, IoError,
+             fmt::format("{}: tensor {} is {} x {} but the manifest says {} x F32 (the files of this tag do not match)",
+                         f.path(), name, info.numel(), dtype_name(info.dtype), q.length));
+    f.read_range(info, uint64_t(lo - q.offset) * sizeof(float), dst + (lo - offset), size_t(hi - lo) * sizeof(float));
+  }
+}
+
+torch::Tensor SliceReader::rng_state(int rank) {
+  const SafetensorsFile& f = file(rank);
+  const TensorInfo* info = f.find("rng_state/cpu");
+  if (!info || info->dtype != StDtype::U8) return {};
+  torch::Tensor t = torch::empty({info->numel()}, torch::kUInt8);
+  f.read(*info, t.data_ptr(), info->nbytes());
+  return t;
+}
+
+void SliceReader::read_module_tensor(const std::string& name, torch::Tensor& dst) {
+  if (!model_file_) model_file_ = std::make_unique<SafetensorsFile>((fs::path(dir_) / manifest_.model_file).string());
+  const TensorInfo& info = model_file_->at(name);
+  DS_CHECK(info.shape == dst.sizes().vec(), IoError,
+           fmt::format("{}: {} has shape {} but the model's is {} (a checkpoint of another model?)", model_file_->path(),
+                       name, info.shape, dst.sizes().vec()));
+  torch::Tensor h = torch::empty(info.shape, scalar_type_of(info.dtype));
+  model_file_->read(info, h.data_ptr(), info.nbytes());
+  torch::NoGradGuard no_grad;
+  dst.copy_(h);
+}
+
+}  // namespace ds::checkpoint

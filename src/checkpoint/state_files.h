@@ -1,0 +1,71 @@
+// The tensor side of a checkpoint (LibTorch; target ds_checkpoint_states). A rank file holds this
+// rank's pieces of every trainable parameter — fp32 master and each optimizer state, de-padded,
+// keyed by (parameter name, offset into the flattened parameter) — plus its RNG state; the model
+// file holds what the optimizer does not own (frozen parameters, buffers). Loading reads, for each
+// local piece, exactly the overlapping ranges of whichever rank files hold them, so a checkpoint
+// saved at world N loads at any world M, stage or offload mode, without materialising the model.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
+#include "zero/flat_params.h"
+
+namespace ds::checkpoint {
+
+// This rank's optimizer spans, as the engine holds them (one entry per flat group).
+struct LocalStates {
+  std::vector<const zero::FlatGroup*> layouts;  // slots: name, span offset, numel, param_offset
+  std::vector<torch::Tensor> masters;           // fp32 [padded_numel]
+  std::vector<const std::map<std::string, torch::Tensor>*> states;  // optimizer state spans (may be null)
+  std::vector<std::string> state_names;         // the optimizer's, without "fp32"
+};
+
+StDtype st_dtype_of(torch::ScalarType t);        // throws NotSupported for dtypes safetensors lacks
+torch::ScalarType scalar_type_of(StDtype d);
+
+// Writes this rank's pieces (when `with_pieces`) and `rng_state` (a uint8 tensor) to `path`.
+void write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
+                     const torch::Tensor& rng_state, int rank, int world);
+// Writes whole tensors by name (the model file; also save_16bit_model).
+void write_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Rank 0, after every rank file is on disk: each parameter's pieces, from the files' headers.
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+};
+std::vector<ParamEntry> collect_pieces(const std::string& dir, const std::vector<std::string>& rank_files,
+                                       const std::vector<ParamInfo>& params);
+
+// Reads slices of a saved tag; rank files are opened (header only) the first time a slice needs one.
+class SliceReader {
+ public:
+  SliceReader(std::string dir, const Manifest& manifest);
+
+  // Elements [offset, offset + n) of `state` ("fp32", "exp_avg", ...) of `param` into dst (fp32).
+  void read(const std::string& state, const ParamEntry& param, int64_t offset, int64_t n, float* dst);
+  // Rank r's saved RNG state (undefined tensor when that file has none).
+  torch::Tensor rng_state(int rank);
+  // A whole tensor of the model file into dst (same shape; converted to dst's dtype).
+  void read_module_tensor(const std::string& name, torch::Tensor& dst);
+
+ private:
+  const SafetensorsFile& file(int rank);
+
+  std::string dir_;
+  const Manifest& manifest_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::unique_ptr<SafetensorsFile> model_file_;
+};
+
+}  // namespace ds::checkpoint

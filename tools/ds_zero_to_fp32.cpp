@@ -1,0 +1,169 @@
+// ds-zero-to-fp32: a deepspeed.cpp checkpoint (any ZeRO stage, any world size) → one safetensors
+// file, or shards plus model.safetensors.index.json, in Hugging Face's layout. Streams one tensor at
+// a time — read from whichever rank files hold its pieces, converted, written — so memory is
+// bounded by the largest tensor, not the model (DeepSpeed's zero_to_fp32 holds the whole model).
+// GPT-2 checkpoints written by ds-train carry the model's shape: their Conv1D weights are
+// transposed to HF's [in, out] and a config.json is written, so HF tools load the export.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/layout.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/state_files.h"
+#include "models/gpt2_hf.h"
+#include "util/error.h"
+#include "util/system_info.h"
+
+namespace {
+namespace fs = std::filesystem;
+using namespace ds;
+
+struct Options {
+  std::string checkpoint_dir, output_dir, tag, dtype = "fp32", max_shard_size = "5GB";
+};
+
+uint64_t parse_size(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    throw Error("--max-shard-size " + s + ": expected a size like 5GB, 500MB or 1073741824");
+  }
+  std::string unit = s.substr(pos);
+  static const std::map<std::string, double> units = {{"", 1},      {"B", 1},        {"KB", 1e3},  {"MB", 1e6},
+                                                      {"GB", 1e9},  {"KiB", 1024.0}, {"MiB", 1048576.0},
+                                                      {"GiB", 1073741824.0}};
+  auto it = units.find(unit);
+  DS_CHECK(it != units.end() && v > 0, Error, "--max-shard-size " + s + ": expected a size like 5GB, 500MB or 1073741824");
+  return static_cast<uint64_t>(v * it->second);
+}
+
+// One tensor of the export: where it comes from and what it becomes.
+struct Item {
+  std::string name;
+  std::vector<int64_t> shape;              // as exported (transposed for Conv1D)
+  const checkpoint::ParamEntry* param = nullptr;  // trainable: fp32 pieces
+  bool transpose = false;
+  uint64_t bytes = 0;
+};
+
+int run(int argc, char** argv) {
+  Options o;
+  CLI::App app{"ds-zero-to-fp32: export a deepspeed.cpp checkpoint as Hugging Face safetensors"};
+  app.add_option("checkpoint_dir", o.checkpoint_dir, "the directory given to save_checkpoint (holds 'latest')")->required();
+  app.add_option("output_dir", o.output_dir, "where model.safetensors (or shards + index) and config.json go")->required();
+  app.add_option("--tag", o.tag, "the checkpoint tag (default: the one in <checkpoint_dir>/latest)");
+  app.add_option("--dtype", o.dtype, "fp32 | bf16 | fp16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--max-shard-size,--max_shard_size", o.max_shard_size, "largest file (5GB, 500MB, ...); bigger exports are sharded")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const uint64_t max_shard = parse_size(o.max_shard_size);
+  const torch::ScalarType out_dtype = o.dtype == "bf16" ? torch::kBFloat16 : o.dtype == "fp16" ? torch::kFloat16 : torch::kFloat32;
+  if (o.tag.empty()) {
+    auto latest = checkpoint::read_latest(o.checkpoint_dir);
+    DS_CHECK(latest.has_value(), IoError, o.checkpoint_dir + ": no 'latest' file (pass --tag)");
+    o.tag = *latest;
+  }
+  const std::string dir = checkpoint::resolve_tag_dir(o.checkpoint_dir, o.tag);
+  const checkpoint::Manifest m = checkpoint::read_manifest((fs::path(dir) / checkpoint::kManifestFile).string());
+  checkpoint::SliceReader reader(dir, m);
+  const nlohmann::json model = m.client_state.value("model", nlohmann::json::object());
+  const bool gpt2 = model.value("type", "") == "gpt2";
+
+  const uint64_t elem = torch::elementSize(out_dtype);
+  std::vector<Item> items;
+  for (const auto& p : m.params) {
+    Item it{p.name, p.shape, &p, gpt2 && models::is_conv1d_weight(p.name) && p.shape.size() == 2, 0};
+    if (it.transpose) std::swap(it.shape[0], it.shape[1]);
+    it.bytes = uint64_t(p.numel()) * elem;
+    items.push_back(std::move(it));
+  }
+  checkpoint::SafetensorsFile model_file((fs::path(dir) / m.model_file).string());
+  for (const auto& t : model_file.tensors()) {
+    const bool is_float = t.dtype == checkpoint::StDtype::F32 || t.dtype == checkpoint::StDtype::BF16 ||
+                          t.dtype == checkpoint::StDtype::F16 || t.dtype == checkpoint::StDtype::F64;
+    items.push_back({t.name, t.shape, nullptr, false, is_float ? uint64_t(t.numel()) * elem : t.nbytes()});
+  }
+
+  // Shards in model order, a new one when the next tensor would pass the limit (as HF does).
+  std::vector<std::vector<const Item*>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (const auto& it : items) {
+    if (!shards.back().empty() && in_shard + it.bytes > max_shard) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(&it);
+    in_shard += it.bytes;
+    total += it.bytes;
+  }
+  std::error_code ec;
+  fs::create_directories(o.output_dir, ec);
+  DS_CHECK(!ec, IoError, o.output_dir + ": cannot create: " + ec.message());
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string file = shards.size() == 1 ? "model.safetensors"
+                                                : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    checkpoint::SafetensorsWriter w((fs::path(o.output_dir) / file).string());
+    w.set_metadata("format", "pt");
+    for (const Item* it : shards[s]) {
+      weight_map[it->name] = file;
+      const checkpoint::TensorInfo* info = it->param ? nullptr : &model_file.at(it->name);
+      torch::ScalarType dtype = out_dtype;  // integer buffers keep their dtype
+      if (info && !torch::isFloatingType(checkpoint::scalar_type_of(info->dtype))) dtype = checkpoint::scalar_type_of(info->dtype);
+      w.add_streamed(it->name, checkpoint::st_dtype_of(dtype), it->shape, [&, it, info, dtype](const auto& sink) {
+        torch::Tensor t;
+        if (it->param) {  // the fp32 master, gathered from its pieces in whichever rank files
+          t = torch::empty(it->param->shape, torch::kFloat32);
+          reader.read(checkpoint::kMasterState, *it->param, 0, it->param->numel(), t.data_ptr<float>());
+        } else {
+          t = torch::empty(info->shape, checkpoint::scalar_type_of(info->dtype));
+          model_file.read(*info, t.data_ptr(), info->nbytes());
+        }
+        if (it->transpose) t = t.t();
+        t = t.to(dtype).contiguous();
+        sink(t.data_ptr(), t.nbytes());
+      });
+    }
+    w.commit();
+  }
+  if (shards.size() > 1) {
+    nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    std::ofstream((fs::path(o.output_dir) / "model.safetensors.index.json").string()) << index.dump(2) << "\n";
+  }
+  if (gpt2) {
+    models::GPT2Config c;
+    c.vocab_size = model.at("vocab_size");
+    c.n_positions = model.at("n_positions");
+    c.n_embd = model.at("n_embd");
+    c.n_layer = model.at("n_layer");
+    c.n_head = model.at("n_head");
+    auto cfg = models::hf_config_json(c);
+    cfg["torch_dtype"] = o.dtype == "bf16" ? "bfloat16" : o.dtype == "fp16" ? "float16" : "float32";
+    std::ofstream((fs::path(o.output_dir) / "config.json").string()) << cfg.dump(2) << "\n";
+  }
+  std::printf("ds-zero-to-fp32: %s (ZeRO stage %d, %d rank file%s) -> %s: %zu tensors, %s in %zu file%s%s; peak RSS %s\n",
+              dir.c_str(), m.zero_stage, m.dp_world_size, m.dp_world_size == 1 ? "" : "s", o.output_dir.c_str(),
+              items.size(), format_bytes(total).c_str(), shards.size(), shards.size() == 1 ? "" : "s",
+              gpt2 ? " (Hugging Face GPT-2 layout + config.json)" : "", format_bytes(peak_rss_bytes()).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ds-zero-to-fp32: error: %s\n", e.what());
+    return 1;
+  }
+}
