@@ -118,6 +118,8 @@ class Engine {
   const zero::ModelStates& model_states() const { return *states_; }
   const zero::FlatOptimizer* optimizer() const { return optimizer_.get(); }
   const precision::LossScaler& loss_scaler() const { return *scaler_; }
+  // Activation checkpointing over the LayerList (null when the config does not ask for it).
+  const nn::ActivationCheckpointing* activation_checkpointing() const { return activation_checkpointing_.get(); }
   const MemoryLedger& memory() const { return ledger_; }
   std::string memory_report() const;
 
