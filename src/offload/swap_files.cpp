@@ -1,5 +1,12 @@
 #include "offload/swap_files.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <filesystem>
 #include <system_error>
 
@@ -16,6 +23,17 @@ SwapDirectory::SwapDirectory(const std::string& nvme_path, int zero_stage, int r
   root_ = (fs::path(nvme_path) / ("zero_stage_" + std::to_string(zero_stage))).string();
   path_ = (fs::path(root_) / "optimizer" / ("rank" + std::to_string(rank))).string();
   std::error_code ec;
+  fs::create_directories(fs::path(path_).parent_path(), ec);
+  if (ec) throw IoError("cannot create the swap folder \"" + fs::path(path_).parent_path().string() + "\": " + ec.message());
+  const std::string lock = path_ + ".lock";
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw IoError("cannot open \"" + lock + "\": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    throw ConfigError(key + ".nvme_path", "\"" + path_ +
+                                              "\" is in use by another engine or process on this machine (each "
+                                              "rank's swap folder has one owner); give each job its own nvme_path");
+  }
   fs::remove_all(path_, ec);  // stale swap files: never trust what a previous run left
   if (ec)
     throw IoError("cannot remove the stale swap folder \"" + path_ + "\": " + ec.message());
@@ -26,6 +44,8 @@ SwapDirectory::SwapDirectory(const std::string& nvme_path, int zero_stage, int r
 SwapDirectory::~SwapDirectory() {
   std::error_code ec;
   fs::remove_all(path_, ec);
+  fs::remove(path_ + ".lock", ec);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
   // Parents go only when empty (other ranks may share them): remove() fails harmlessly otherwise.
   fs::remove(fs::path(path_).parent_path(), ec);
   fs::remove(root_, ec);

@@ -17,8 +17,9 @@ namespace ds::offload {
 
 class SwapDirectory {
  public:
-  // Validates nvme_path (exists, directory, writable: ConfigError naming `key`), then creates
-  // the rank folder, deleting whatever a previous run left in it.
+  // Validates nvme_path (exists, directory, writable: ConfigError naming `key`), locks the rank
+  // folder (ConfigError when another engine or process holds it: two owners would overwrite each
+  // other's swap files), then creates it, deleting whatever a previous run left in it.
   SwapDirectory(const std::string& nvme_path, int zero_stage, int rank, const std::string& key);
   ~SwapDirectory();  // removes the rank folder, and its parents if they are left empty
   SwapDirectory(const SwapDirectory&) = delete;
@@ -28,6 +29,7 @@ class SwapDirectory {
   std::string file(int64_t sub_group, const std::string& state) const;
 
  private:
+  int lock_fd_ = -1;  // flock on <root>/optimizer/rank<R>.lock: one owner per rank folder
   std::string root_;  // <nvme_path>/zero_stage_<S>
   std::string path_;  // <root>/optimizer/rank<R>
 };

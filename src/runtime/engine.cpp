@@ -144,6 +144,7 @@ void Engine::take_model_step() {
     std::vector<torch::Tensor> masters;
     for (size_t g = 0; g < states_->num_groups(); ++g) masters.push_back(optimizer_->master(g));
     states_->write_back(masters);
+    optimizer_->release_staging();
     if (scheduler_) {
       scheduler_->step();
       apply_schedule();
@@ -174,10 +175,13 @@ void Engine::take_model_step() {
     return;
   }
   unscale_and_clip(grads);
+  const auto t_opt = Clock::now();
   optimizer_->step(grads);
+  optimizer_seconds_ += std::chrono::duration<double>(Clock::now() - t_opt).count();
   std::vector<torch::Tensor> masters;
   for (size_t g = 0; g < grads.size(); ++g) masters.push_back(optimizer_->master(g));
   states_->write_back(masters);
+  optimizer_->release_staging();  // NVMe: the step's fp32 master leaves RAM again
   if (scheduler_) {
     scheduler_->step();
     apply_schedule();
@@ -241,8 +245,10 @@ void Engine::step() {
     take_model_step();
     zero_grads();
     if (config_.steps_per_print && *config_.steps_per_print > 0 &&
-        (global_steps_ + 1) % *config_.steps_per_print == 0)
+        (global_steps_ + 1) % *config_.steps_per_print == 0) {
       log_progress();
+      report_swap_phase();
+    }
     global_steps_ += 1;
     global_samples_ += config_.train_batch_size;
     last_loss_ = loss_accum_;

@@ -155,6 +155,7 @@ class Engine {
   void log_throughput(double step_seconds);
   void write_step_events(bool boundary);
   void print_flops_profile();
+  void report_swap_phase();
   nlohmann::json engine_state_json() const;
   void restore_engine_state(const nlohmann::json& state, const LoadOptions& options);
   void check_tag_agreement(const std::string& tag);
@@ -182,6 +183,7 @@ class Engine {
   bool loss_scale_changed_ = false;  // DeepSpeed logs the scale as an int until it first changes
   std::unique_ptr<profiling::FlopsProfiler> flops_profiler_;  // rank 0, flops_profiler.enabled
   bool flops_profile_active_ = false;                         // this global step is profile_step
+  double optimizer_seconds_ = 0;  // time in optimizer steps since the last report (NVMe phase report)
   std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing_;
 
   int64_t global_steps_ = 0;

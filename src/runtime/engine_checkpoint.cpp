@@ -219,14 +219,21 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
   phase("checkpoint_write", [&] {
     torch::NoGradGuard no_grad;
     checkpoint::LocalStates local;
-    std::vector<std::string> names;
-    if (optimizer_)
-      for (const auto& [name, t] : optimizer_->state(0)) names.push_back(name);
-    local.state_names = names;
+    if (optimizer_) local.state_names = optimizer_->state_names();
+    // NVMe: each group's state is read from its swap files (RAM for one group's span at a time
+    // would be better; see docs/checkpoint.md).
+    std::vector<std::map<std::string, torch::Tensor>> held(states_->num_groups());
     for (size_t g = 0; g < states_->num_groups(); ++g) {
       local.layouts.push_back(&states_->local_layout(g));
-      local.masters.push_back(optimizer_ ? optimizer_->master(g) : states_->local_params(g).to(torch::kFloat32));
-      local.states.push_back(optimizer_ ? &optimizer_->state(g) : nullptr);
+      if (optimizer_) {
+        auto [master, st] = optimizer_->read_group(g);
+        local.masters.push_back(master);
+        held[g] = std::move(st);
+        local.states.push_back(&held[g]);
+      } else {
+        local.masters.push_back(states_->local_params(g).to(torch::kFloat32));
+        local.states.push_back(nullptr);
+      }
     }
     // Stage 0 replicas are identical: rank 0 writes the pieces, every rank its RNG state.
     const bool pieces = states_->partitioned() || rank() == 0;
@@ -249,7 +256,7 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
     m.model_file = checkpoint::model_file_name();
     m.states = {checkpoint::kMasterState};
     if (optimizer_)
-      for (const auto& [name, t] : optimizer_->state(0)) m.states.push_back(name);
+      for (const auto& name : optimizer_->state_names()) m.states.push_back(name);
     for (const auto& [name, t] : module_tensors(*module_)) m.module_tensors.push_back(name);
     m.params = checkpoint::collect_pieces(partial, rank_files, trainable_params(*module_, plan_.model));
     m.engine = engine_state_json();
@@ -286,8 +293,7 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
   const checkpoint::Manifest m = checkpoint::read_manifest((fs::path(path) / checkpoint::kManifestFile).string());
   const bool with_states = optimizer_ && options.load_optimizer_states && !options.load_module_only;
   std::vector<std::string> state_names;
-  if (with_states)
-    for (const auto& [name, t] : optimizer_->state(0)) state_names.push_back(name);
+  if (with_states) state_names = optimizer_->state_names();
 
   std::vector<torch::Tensor> masters;
   std::exception_ptr error;
@@ -316,13 +322,19 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
     torch::NoGradGuard no_grad;
     checkpoint::SliceReader reader(path, m);
     for (size_t g = 0; g < states_->num_groups(); ++g) {
-      torch::Tensor master = optimizer_ ? optimizer_->master(g) : states_->local_params(g).to(torch::kFloat32);
+      // In RAM these are the optimizer's own tensors (filled in place); swapped, copies that go
+      // back to the swap files below.
+      torch::Tensor master;
+      std::map<std::string, torch::Tensor> st;
+      if (optimizer_) std::tie(master, st) = optimizer_->read_group(g);
+      else master = states_->local_params(g).to(torch::kFloat32);
       for (const auto& slot : states_->local_layout(g).slots) {
         if (slot.numel == 0) continue;
         const checkpoint::ParamEntry& e = *m.find(slot.name);
         read_span(reader, checkpoint::kMasterState, e, slot, master);
-        for (const auto& s : state_names) read_span(reader, s, e, slot, optimizer_->state(g).at(s));
+        for (const auto& s : state_names) read_span(reader, s, e, slot, st.at(s));
       }
+      if (optimizer_) optimizer_->write_group(g, master, st);
       masters.push_back(master);
     }
     for (auto& [name, t] : module_tensors(*module_)) {

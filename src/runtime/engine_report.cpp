@@ -18,6 +18,21 @@ void Engine::log_progress() const {
     log::info("loss={:.6f}, loss_scale={}, grad_norm={:.4f}", loss_accum_, scaler_->scale(), last_grad_norm_);
 }
 
+void Engine::report_swap_phase() {
+  // ZeRO-Infinity: is the disk the limit? Time the optimizer steps spent waiting on swap reads and
+  // writes against the rest (compute), and the bandwidth the swapper achieved over those steps.
+  const auto s = optimizer_ ? optimizer_->swap_stats() : std::nullopt;
+  if (!s) return;
+  const double wait = s->read_wait_s + s->write_wait_s, bytes = double(s->bytes_read + s->bytes_written);
+  log::info("nvme optimizer swap since the last report: steps {:.3f} s = compute {:.3f} s + waiting on reads {:.3f} s "
+            "+ on writes {:.3f} s; read {} and wrote {}, {:.2f} GB/s over the steps",
+            optimizer_seconds_, std::max(0.0, optimizer_seconds_ - wait), s->read_wait_s, s->write_wait_s,
+            format_bytes(uint64_t(s->bytes_read)), format_bytes(uint64_t(s->bytes_written)),
+            optimizer_seconds_ > 0 ? bytes / optimizer_seconds_ / 1e9 : 0.0);
+  optimizer_->reset_swap_stats();
+  optimizer_seconds_ = 0;
+}
+
 void Engine::log_timings(bool boundary) const {
   const auto& t = timings_;
   log::info("time (ms) | fwd_microstep: {:.2f} | bwd_microstep: {:.2f} | bwd_inner_microstep: {:.2f} | "

@@ -34,8 +34,9 @@ void reject_unbuilt_features(const Config& c) {
                        "set it to its default");
   };
   const auto& off = c.zero_optimization.offload_optimizer;
-  if (off.device == OffloadDevice::Nvme && c.zero_optimization.stage == 3)
-    refuse("zero_optimization.offload_optimizer.device", "\"nvme\" (ZeRO-Infinity optimizer swapping)");
+  if (off.device == OffloadDevice::Nvme && c.zero_optimization.stage == 0)
+    throw NotSupported("zero_optimization.offload_optimizer.device: \"nvme\" needs ZeRO (stage 1, 2 or 3), as in "
+                       "DeepSpeed; set zero_optimization.stage");
   if (c.zero_optimization.offload_optimizer_enabled() && off.ratio < 1.0)
     throw NotSupported(fmt::format("zero_optimization.offload_optimizer.ratio: {} asks for partial offload (part of "
                                    "the optimizer on the device), which deepspeed.cpp does not do; use 1.0 (all on "
@@ -200,6 +201,8 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
     else if (config_.gradient_clipping > 0) why_not = "gradient_clipping needs the global norm of every gradient first";
     else if (config_.fp16.enabled && config_.fp16.loss_scale == 0) why_not = "fp16 dynamic loss scaling checks every gradient for overflow first";
     else if (!config_.optimizer) why_not = "no optimizer";
+    else if (config_.zero_optimization.offload_optimizer.device == OffloadDevice::Nvme)
+      why_not = "NVMe swapping streams the sub-groups through its buffers in order";
     overlap_step_ = why_not.empty();
     if (overlap_step_) {
       options.sub_group_steps = config_.zero_optimization.sub_group_size;
@@ -236,7 +239,14 @@ void Engine::setup_optimizer(const std::vector<ParamGroup>& groups) {
   zero::MasterPlacement placement;
   placement.alias_fp32 = !offload;
   placement.pinned = offload && host_.pinned;
-  placement.sub_group_size = offload && states_->stage() == 3 ? config_.zero_optimization.sub_group_size : 0;
+  const bool nvme = config_.zero_optimization.offload_optimizer.device == OffloadDevice::Nvme;
+  placement.sub_group_size = (offload && states_->stage() == 3) || nvme ? config_.zero_optimization.sub_group_size : 0;
+  if (nvme) {
+    placement.nvme = &config_.zero_optimization.offload_optimizer;
+    placement.aio = config_.aio;
+    placement.zero_stage = states_->stage();
+    placement.rank = rank();
+  }
   optimizer_ = std::make_unique<zero::FlatOptimizer>(*config_.optimizer, overrides, layout, storage, ledger_,
                                                      offload ? Tier::Cpu : Tier::Device, calls, placement);
 }

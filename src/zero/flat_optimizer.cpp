@@ -15,7 +15,7 @@
 namespace ds::zero {
 namespace {
 
-std::vector<std::string> state_names(OptimizerType t, const OptimizerParams& p) {
+std::vector<std::string> state_names_for(OptimizerType t, const OptimizerParams& p) {
   switch (t) {
     case OptimizerType::Adam:
     case OptimizerType::AdamW:
@@ -48,6 +48,12 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
     }
     DS_CHECK(storage[i].is_cpu() || tier == Tier::Cpu, NotSupported,
              "the flat optimizer kernels run on CPU tensors; accelerator master weights arrive with the CUDA build");
+    g.numel = fg.padded_numel;
+    for (const auto& s : fg.slots) g.segments.emplace_back(s.offset, s.numel);
+    if (placement.nvme) {  // master and state go to swap files below
+      groups_.push_back(std::move(g));
+      continue;
+    }
     g.master_aliases = placement.alias_fp32 && storage[i].scalar_type() == torch::kFloat32;
     auto host = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU).pinned_memory(placement.pinned);
     if (g.master_aliases) {
@@ -57,7 +63,7 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
       g.master.copy_(storage[i]);  // device → host, rounded up to fp32
       ledger.add(tier, MemKind::Master, g.master.numel() * sizeof(float));
     }
-    for (const auto& name : state_names(config.type, g.hp)) {
+    for (const auto& name : state_names_for(config.type, g.hp)) {
       g.state[name] = torch::zeros({fg.padded_numel}, host);
       ledger.add(tier, MemKind::OptimizerState, fg.padded_numel * sizeof(float));
     }
@@ -65,9 +71,10 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
       auto h = optim::AdagradHyperparams::from_config(g.hp);
       optim::adagrad_init_state(f32(g.state["sum"]), fg.padded_numel, h);
     }
-    for (const auto& s : fg.slots) g.segments.emplace_back(s.offset, s.numel);
     groups_.push_back(std::move(g));
   }
+  if (!groups_.empty()) state_names_ = state_names_for(config.type, groups_.front().hp);
+  if (placement.nvme) setup_swapper(storage, placement, ledger);
   // Validate hyperparameters now (the kernels' from_config throw ConfigError), not at step 1.
   for (auto& g : groups_) {
     switch (config_.type) {
@@ -83,13 +90,15 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
 void FlatOptimizer::step(const std::vector<torch::Tensor>& grads) {
   DS_ASSERT(grads.size() == groups_.size(), "one gradient span per group");
   torch::NoGradGuard no_grad;
-  begin_step();
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    DS_ASSERT(grads[i].scalar_type() == torch::kFloat32 && grads[i].is_contiguous() &&
-                  grads[i].numel() == groups_[i].master.numel(),
+  for (size_t i = 0; i < groups_.size(); ++i)
+    DS_ASSERT(grads[i].scalar_type() == torch::kFloat32 && grads[i].is_contiguous() && grads[i].numel() == groups_[i].numel,
               "gradient spans must be contiguous fp32 of the group's length");
-    step_group(groups_[i], grads[i]);
+  if (swapper_) {
+    step_swapped(grads);
+    return;
   }
+  begin_step();
+  for (size_t i = 0; i < groups_.size(); ++i) step_group(groups_[i], grads[i]);
 }
 
 void FlatOptimizer::begin_step() { ++steps_; }
@@ -99,6 +108,7 @@ void FlatOptimizer::step_range(size_t gi, int64_t begin, int64_t end, const torc
                 grad.scalar_type() == torch::kFloat32 && grad.is_contiguous() && grad.numel() == groups_[gi].master.numel(),
             "step_range over a contiguous fp32 gradient span of the group's length");
   DS_ASSERT(config_.type != OptimizerType::Lamb, "Lamb needs whole parameters; it never steps by range");
+  DS_ASSERT(!swapper_, "swapped optimizer state steps sub-group by sub-group, not by range");
   torch::NoGradGuard no_grad;
   step_span(groups_[gi], grad.data_ptr<float>(), begin, end - begin);
 }

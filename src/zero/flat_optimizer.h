@@ -8,11 +8,16 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "aio/aio_engine.h"
+#include "config/aio_config.h"
 #include "config/optimizer_config.h"
+#include "config/zero_config.h"
+#include "offload/optimizer_swapper.h"
 #include "optim/adam.h"
 #include "util/memory_ledger.h"
 #include "zero/flat_params.h"
@@ -38,6 +43,12 @@ struct MasterPlacement {
   bool alias_fp32 = true;
   bool pinned = false;
   int64_t sub_group_size = 0;  // 0: the whole span in one kernel call
+  // ZeRO-Infinity (offload_optimizer.device "nvme"): master and state live in swap files and come
+  // into RAM one sub-group at a time (offload::OptimizerSwapper over an aio::AioEngine).
+  const OffloadOptimizerConfig* nvme = nullptr;
+  AioConfig aio;
+  int zero_stage = 0;
+  int rank = 0;
 };
 
 class FlatOptimizer {
@@ -71,10 +82,24 @@ class FlatOptimizer {
   void set_lr(size_t group, double lr);
   void set_betas(size_t group, std::array<double, 2> betas);
 
+  // The fp32 master of group g. Swapped (nvme): defined only from a step until release_staging(),
+  // as the step's updated values (the engine writes the 16-bit parameters from it).
   const torch::Tensor& master(size_t g) const { return groups_[g].master; }
+  bool swapped() const { return swapper_ != nullptr; }
+  void release_staging();
+  // Checkpoints of swapped state: the whole group's master and states read into RAM / written back.
+  std::pair<torch::Tensor, std::map<std::string, torch::Tensor>> read_group(size_t g);
+  void write_group(size_t g, const torch::Tensor& master, const std::map<std::string, torch::Tensor>& states);
+  // The swapper's counters (bytes moved, time waited), for the per-phase report; nullopt in RAM.
+  std::optional<offload::SwapStats> swap_stats() const;
+  void reset_swap_stats() {
+    if (swapper_) swapper_->reset_stats();
+  }
+  std::vector<std::string> state_names() const { return state_names_; }
   bool master_aliases_storage(size_t g) const { return groups_[g].master_aliases; }
   // Named state spans of group g ("exp_avg", "exp_avg_sq", "momentum_buffer", "sum").
   const std::map<std::string, torch::Tensor>& state(size_t g) const { return groups_[g].state; }
+  int64_t group_numel(size_t g) const { return groups_[g].numel; }
 
  private:
   struct Group {
@@ -83,7 +108,14 @@ class FlatOptimizer {
     bool master_aliases = false;
     std::map<std::string, torch::Tensor> state;  // fp32 [padded_numel] each
     std::vector<std::pair<int64_t, int64_t>> segments;  // (offset, numel) per parameter
+    int64_t numel = 0;                           // padded_numel of the span
   };
+  struct SubGroup {  // one unit of the swapper: [offset, offset + numel) of group `group`
+    size_t group;
+    int64_t offset, numel;
+  };
+  void setup_swapper(const std::vector<torch::Tensor>& storage, const MasterPlacement& placement, MemoryLedger& ledger);
+  void step_swapped(const std::vector<torch::Tensor>& fp32_grads);
   void step_group(Group& g, const torch::Tensor& grad);
   void step_span(Group& g, const float* grad, int64_t offset, int64_t n);
 
@@ -93,6 +125,10 @@ class FlatOptimizer {
   optim::AdamStepState adam_state_;  // one per optimizer object, as DeepSpeed's CPU Adam
   std::vector<Group> groups_;
   int64_t steps_ = 0;
+  std::vector<std::string> state_names_;            // the optimizer's, e.g. {"exp_avg", "exp_avg_sq"}
+  std::vector<SubGroup> sub_groups_;                // swapped only
+  std::unique_ptr<aio::AioEngine> aio_;             // swapped only
+  std::unique_ptr<offload::OptimizerSwapper> swapper_;
 };
 
 }  // namespace ds::zero

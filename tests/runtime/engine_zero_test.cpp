@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "comm/comm.h"
@@ -130,6 +131,44 @@ TEST_P(ZeroStages, CpuOffloadMatchesOneProcess) {
   auto got = engine_run(2, 2, zero(GetParam(), R"(, "offload_optimizer": {"device": "cpu", "pin_memory": true},
                                                  "sub_group_size": 5000, "reduce_bucket_size": 3000)"));
   expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
+}
+
+TEST_P(ZeroStages, NvmeOptimizerOffloadMatchesOneProcess) {
+  // ZeRO-Infinity: master and Adam moments in swap files under nvme_path, streamed per sub-group
+  // (5000 elements: several per rank) through pipelined read/write buffers; gradients in RAM.
+  const int world = comm::launcher_world_size();
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("ds_nvme_test_w{}_s{}", world, GetParam());
+  std::filesystem::create_directories(dir);
+  auto got = engine_run(2, 2, zero(GetParam(), fmt::format(R"(, "offload_optimizer": {{"device": "nvme",
+      "nvme_path": "{}", "buffer_count": 9, "pipeline_read": true, "pipeline_write": true}},
+      "sub_group_size": 5000, "reduce_bucket_size": 3000)", dir.string())));
+  expect_matches(got, reference_run(2 * 2 * world));
+  // The swap files are gone once the engine is (removed at normal exit).
+  EXPECT_FALSE(std::filesystem::exists(dir / fmt::format("zero_stage_{}", GetParam()) / "optimizer" /
+                                       fmt::format("rank{}", comm::launcher_world_size() > 1 ? 1 : 0)));
+}
+
+TEST(NvmeOffload, OneOwnerPerSwapFolderAndClearErrors) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("ds_nvme_owner_w{}", comm::launcher_world_size());
+  std::filesystem::create_directories(dir);
+  auto config = [&](const std::string& path) {
+    return nlohmann::json::parse(fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+        "optimizer": {{"type": "Adam", "params": {{"lr": 1e-3}}}},
+        "zero_optimization": {{"stage": 3, "offload_optimizer": {{"device": "nvme", "nvme_path": "{}"}}}}}})", path));
+  };
+  auto first = initialize(make_model(), config(dir.string()));
+  try {
+    auto second = initialize(make_model(), config(dir.string()));
+    ADD_FAILURE() << "two engines shared one swap folder";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another engine"), std::string::npos) << e.what();
+  }
+  try {
+    auto missing = initialize(make_model(), config((dir / "nope").string()));
+    ADD_FAILURE() << "a missing nvme_path was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("nvme_path"), std::string::npos) << e.what();
+  }
 }
 
 TEST_P(ZeroStages, CpuOffloadStepOverlappedWithBackwardMatchesTheSameStageWithoutOffload) {
