@@ -17,6 +17,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PACKAGES=(
   build-essential cmake ninja-build ccache git pkg-config
   libtorch-dev python3-torch          # LibTorch 1.13 (C++), and Python PyTorch for golden tests
+  python3-protobuf                    # tests decode our TensorBoard event files with Python's protobuf
   libopenblas0-openmp                 # without it LibTorch's GEMM falls back to reference BLAS (13x slower)
   libopenmpi-dev openmpi-bin          # collectives on CPU, mpirun
   liburing-dev                        # async direct I/O (NVMe offload)
