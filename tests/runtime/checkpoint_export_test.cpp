@@ -45,6 +45,7 @@ struct Exported : ::testing::Test {
       ref.emplace_back(p.key(), p.value().detach().clone());
     }
     checkpoint::write_tensor_file((root / "engine_params.safetensors").string(), ref);
+    engine.save_16bit_model((root / "16bit").string());
   }
   static void TearDownTestSuite() { fs::remove_all(root); }
 
@@ -106,6 +107,17 @@ TEST_F(Exported, PythonReadsTheSameValues) {
   const int rc = std::system(cmd.c_str());
   if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) GTEST_SKIP() << "python3-numpy is not installed";
   EXPECT_EQ(rc, 0) << cmd;
+}
+
+TEST_F(Exported, Save16BitModelHoldsEveryParameter) {
+  checkpoint::SafetensorsFile f((root / "16bit" / "model.safetensors").string());
+  EXPECT_EQ(f.tensors().size(), params.size());
+  for (const auto& [name, want] : params) {
+    const auto& info = f.at(name);
+    torch::Tensor got = torch::empty(info.shape, torch::kFloat32);
+    f.read(info, got.data_ptr(), info.nbytes());
+    EXPECT_TRUE(torch::equal(got, want)) << name;  // fp32 run: the model dtype is fp32
+  }
 }
 
 TEST_F(Exported, ErrorsNameTheCause) {
