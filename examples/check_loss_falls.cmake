@@ -1,0 +1,15 @@
+# cmake -DCMD="prog|arg|..." -P check_loss_falls.cmake: runs CMD (arguments separated by '|'), echoes
+# its output, and fails unless it exits 0 and prints "loss A -> B" with B < A (ds-train's last line).
+string(REPLACE "|" ";" cmd "${CMD}")
+execute_process(COMMAND ${cmd} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "command exited with ${rc}")
+endif()
+if(NOT out MATCHES "loss ([0-9.]+) -> ([0-9.]+)")
+  message(FATAL_ERROR "no 'loss A -> B' line in the output")
+endif()
+if(NOT CMAKE_MATCH_2 LESS CMAKE_MATCH_1)
+  message(FATAL_ERROR "loss did not fall: ${CMAKE_MATCH_1} -> ${CMAKE_MATCH_2}")
+endif()
+message("loss fell: ${CMAKE_MATCH_1} -> ${CMAKE_MATCH_2}")
