@@ -77,6 +77,47 @@ void write_rank_file(const std::string& path, const LocalStates& local, bool wit
   w.commit();
 }
 
+void write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
+                             const std::vector<std::string>& state_names, const std::vector<SwappedSpan>& spans,
+                             const SubGroupReader& read, const torch::Tensor& rng_state, int rank, int world) {
+  SafetensorsWriter w(path);
+  w.set_metadata("format", "deepspeed.cpp rank states");
+  w.set_metadata("rank", std::to_string(rank));
+  w.set_metadata("world_size", std::to_string(world));
+  const size_t states = 1 + state_names.size();
+  // The writer calls producers in insertion order, all of sub-group k before k+1: one cached
+  // sub-group serves all its pieces.
+  struct Cache {
+    int64_t k = -1;
+    std::vector<std::vector<float>> data;
+  };
+  auto cache = std::make_shared<Cache>();
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const SwappedSpan& sp = spans[k];
+    for (const auto& slot : layouts[sp.group]->slots) {
+      const int64_t lo = std::max(slot.offset, sp.offset), hi = std::min(slot.offset + slot.numel, sp.offset + sp.numel);
+      if (lo >= hi) continue;
+      for (size_t j = 0; j < states; ++j) {
+        const std::string& state = j == 0 ? std::string(kMasterState) : state_names[j - 1];
+        w.add_streamed(piece_tensor_name(state, slot.name, slot.param_offset + (lo - slot.offset)), StDtype::F32,
+                       {hi - lo}, [=, &read](const SafetensorsWriter::ChunkSink& sink) {
+                         if (cache->k != int64_t(k)) {
+                           cache->data.assign(states, std::vector<float>(size_t(sp.numel)));
+                           std::vector<float*> ptrs;
+                           for (auto& d : cache->data) ptrs.push_back(d.data());
+                           read(k, ptrs);
+                           cache->k = int64_t(k);
+                         }
+                         sink(cache->data[j].data() + (lo - sp.offset), size_t(hi - lo) * sizeof(float));
+                       });
+      }
+    }
+  }
+  std::vector<torch::Tensor> keep;
+  if (rng_state.defined()) w.add("rng_state/cpu", StDtype::U8, {rng_state.numel()}, host_data(rng_state, keep));
+  w.commit();
+}
+
 void write_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   SafetensorsWriter w(path);

@@ -8,7 +8,9 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
+#include <span>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +36,18 @@ torch::ScalarType scalar_type_of(StDtype d);
 // Writes this rank's pieces (when `with_pieces`) and `rng_state` (a uint8 tensor) to `path`.
 void write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
                      const torch::Tensor& rng_state, int rank, int world);
+// The same file for state that lives in swap files (ZeRO-Infinity): pieces are cut at sub-group
+// boundaries too and each sub-group is read (`read`, into 1 + state_names.size() buffers of
+// span.numel floats) just before its pieces are written, so RAM holds one sub-group at a time.
+struct SwappedSpan {
+  size_t group;
+  int64_t offset, numel;
+};
+using SubGroupReader = std::function<void(size_t k, std::span<float* const> states)>;
+void write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
+                             const std::vector<std::string>& state_names, const std::vector<SwappedSpan>& spans,
+                             const SubGroupReader& read, const torch::Tensor& rng_state, int rank, int world);
+
 // Writes whole tensors by name (the model file; also save_16bit_model).
 void write_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

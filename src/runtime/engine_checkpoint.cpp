@@ -218,27 +218,29 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
   });
   phase("checkpoint_write", [&] {
     torch::NoGradGuard no_grad;
-    checkpoint::LocalStates local;
-    if (optimizer_) local.state_names = optimizer_->state_names();
-    // NVMe: each group's state is read from its swap files (RAM for one group's span at a time
-    // would be better; see docs/checkpoint.md).
-    std::vector<std::map<std::string, torch::Tensor>> held(states_->num_groups());
-    for (size_t g = 0; g < states_->num_groups(); ++g) {
-      local.layouts.push_back(&states_->local_layout(g));
-      if (optimizer_) {
-        auto [master, st] = optimizer_->read_group(g);
-        local.masters.push_back(master);
-        held[g] = std::move(st);
-        local.states.push_back(&held[g]);
-      } else {
-        local.masters.push_back(states_->local_params(g).to(torch::kFloat32));
-        local.states.push_back(nullptr);
+    const std::string file = (fs::path(partial) / rank_files[size_t(rank())]).string();
+    if (optimizer_ && optimizer_->swapped()) {
+      // ZeRO-Infinity: stream the swap files sub-group by sub-group (RAM: one sub-group).
+      std::vector<const zero::FlatGroup*> layouts;
+      for (size_t g = 0; g < states_->num_groups(); ++g) layouts.push_back(&states_->local_layout(g));
+      std::vector<checkpoint::SwappedSpan> spans;
+      for (const auto& sp : optimizer_->sub_group_spans()) spans.push_back({sp.group, sp.offset, sp.numel});
+      checkpoint::write_swapped_rank_file(
+          file, layouts, optimizer_->state_names(), spans,
+          [this](size_t k, std::span<float* const> st) { optimizer_->read_sub_group(int64_t(k), st); }, cpu_rng_state(),
+          rank(), world_size());
+    } else {
+      checkpoint::LocalStates local;
+      if (optimizer_) local.state_names = optimizer_->state_names();
+      for (size_t g = 0; g < states_->num_groups(); ++g) {
+        local.layouts.push_back(&states_->local_layout(g));
+        local.masters.push_back(optimizer_ ? optimizer_->master(g) : states_->local_params(g).to(torch::kFloat32));
+        local.states.push_back(optimizer_ ? &optimizer_->state(g) : nullptr);
       }
+      // Stage 0 replicas are identical: rank 0 writes the pieces, every rank its RNG state.
+      const bool pieces = states_->partitioned() || rank() == 0;
+      checkpoint::write_rank_file(file, local, pieces, cpu_rng_state(), rank(), world_size());
     }
-    // Stage 0 replicas are identical: rank 0 writes the pieces, every rank its RNG state.
-    const bool pieces = states_->partitioned() || rank() == 0;
-    checkpoint::write_rank_file((fs::path(partial) / rank_files[size_t(rank())]).string(), local, pieces,
-                                cpu_rng_state(), rank(), world_size());
     checkpoint::crash_point("rank_file");
     if (rank() == 0) {
       checkpoint::write_tensor_file((fs::path(partial) / checkpoint::model_file_name()).string(), module_tensors(*module_),
@@ -321,21 +323,51 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
                            path, m.states, to_string(optimizer_->type()), s));
     torch::NoGradGuard no_grad;
     checkpoint::SliceReader reader(path, m);
-    for (size_t g = 0; g < states_->num_groups(); ++g) {
-      // In RAM these are the optimizer's own tensors (filled in place); swapped, copies that go
-      // back to the swap files below.
-      torch::Tensor master;
-      std::map<std::string, torch::Tensor> st;
-      if (optimizer_) std::tie(master, st) = optimizer_->read_group(g);
-      else master = states_->local_params(g).to(torch::kFloat32);
-      for (const auto& slot : states_->local_layout(g).slots) {
-        if (slot.numel == 0) continue;
-        const checkpoint::ParamEntry& e = *m.find(slot.name);
-        read_span(reader, checkpoint::kMasterState, e, slot, master);
-        for (const auto& s : state_names) read_span(reader, s, e, slot, st.at(s));
+    if (optimizer_ && optimizer_->swapped()) {
+      // ZeRO-Infinity: fill the swap files sub-group by sub-group; the fp32 master of the span is
+      // kept (as during a step) for the 16-bit write-back below.
+      for (size_t g = 0; g < states_->num_groups(); ++g) masters.push_back(torch::zeros({optimizer_->group_numel(g)}));
+      const auto spans = optimizer_->sub_group_spans();
+      for (size_t k = 0; k < spans.size(); ++k) {
+        const auto& sp = spans[k];
+        std::vector<torch::Tensor> buf{masters[sp.group].narrow(0, sp.offset, sp.numel)};
+        for (size_t j = 0; j < optimizer_->state_names().size(); ++j) buf.push_back(torch::zeros({sp.numel}));
+        std::vector<std::string> names{checkpoint::kMasterState};
+        for (const auto& n : optimizer_->state_names()) names.push_back(n);
+        for (const auto& slot : states_->local_layout(sp.group).slots) {
+          const int64_t lo = std::max(slot.offset, sp.offset), hi = std::min(slot.offset + slot.numel, sp.offset + sp.numel);
+          if (lo >= hi) continue;
+          const checkpoint::ParamEntry& e = *m.find(slot.name);
+          for (size_t j = 0; j < names.size(); ++j) {
+            if (j > 0 && !with_states) break;  // weights only: moments stay as initialised
+            reader.read(names[j], e, slot.param_offset + (lo - slot.offset), hi - lo,
+                        buf[j].data_ptr<float>() + (lo - sp.offset));
+          }
+        }
+        if (!with_states) {  // keep the swapped moments: read them back around the new master
+          std::vector<torch::Tensor> cur;
+          std::vector<float*> cur_ptrs;
+          for (size_t j = 0; j < names.size(); ++j) cur.push_back(torch::empty({sp.numel}));
+          for (auto& t : cur) cur_ptrs.push_back(t.data_ptr<float>());
+          optimizer_->read_sub_group(int64_t(k), cur_ptrs);
+          for (size_t j = 1; j < names.size(); ++j) buf[j] = cur[j];
+        }
+        std::vector<const float*> ptrs;
+        for (const auto& t : buf) ptrs.push_back(t.data_ptr<float>());
+        optimizer_->write_sub_group(int64_t(k), ptrs);
       }
-      if (optimizer_) optimizer_->write_group(g, master, st);
-      masters.push_back(master);
+    } else {
+      for (size_t g = 0; g < states_->num_groups(); ++g) {
+        // The optimizer's own tensors, filled in place (or a copy of the parameters without one).
+        torch::Tensor master = optimizer_ ? optimizer_->master(g) : states_->local_params(g).to(torch::kFloat32);
+        for (const auto& slot : states_->local_layout(g).slots) {
+          if (slot.numel == 0) continue;
+          const checkpoint::ParamEntry& e = *m.find(slot.name);
+          read_span(reader, checkpoint::kMasterState, e, slot, master);
+          for (const auto& s : state_names) read_span(reader, s, e, slot, optimizer_->state(g).at(s));
+        }
+        masters.push_back(master);
+      }
     }
     for (auto& [name, t] : module_tensors(*module_)) {
       if (std::find(m.module_tensors.begin(), m.module_tensors.end(), name) != m.module_tensors.end())

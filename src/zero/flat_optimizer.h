@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,9 +88,15 @@ class FlatOptimizer {
   const torch::Tensor& master(size_t g) const { return groups_[g].master; }
   bool swapped() const { return swapper_ != nullptr; }
   void release_staging();
-  // Checkpoints of swapped state: the whole group's master and states read into RAM / written back.
-  std::pair<torch::Tensor, std::map<std::string, torch::Tensor>> read_group(size_t g);
-  void write_group(size_t g, const torch::Tensor& master, const std::map<std::string, torch::Tensor>& states);
+  // Swapped state, one sub-group at a time (checkpoints stream these): [offset, offset + numel) of
+  // group `group`; read/write take 1 + state_names().size() pointers to numel floats each.
+  struct SubGroupSpan {
+    size_t group;
+    int64_t offset, numel;
+  };
+  std::vector<SubGroupSpan> sub_group_spans() const;
+  void read_sub_group(int64_t k, std::span<float* const> states) { swapper_->read_sub_group(k, states); }
+  void write_sub_group(int64_t k, std::span<const float* const> states) { swapper_->write_sub_group(k, states); }
   // The swapper's counters (bytes moved, time waited), for the per-phase report; nullopt in RAM.
   std::optional<offload::SwapStats> swap_stats() const;
   void reset_swap_stats() {

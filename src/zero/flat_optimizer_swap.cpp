@@ -81,30 +81,10 @@ void FlatOptimizer::release_staging() {
   for (auto& g : groups_) g.master = torch::Tensor();
 }
 
-std::pair<torch::Tensor, std::map<std::string, torch::Tensor>> FlatOptimizer::read_group(size_t gi) {
-  if (!swapper_) return {groups_[gi].master, groups_[gi].state};
-  torch::Tensor master = torch::empty({groups_[gi].numel}, torch::kFloat32);
-  std::map<std::string, torch::Tensor> states;
-  for (const auto& n : state_names_) states[n] = torch::empty({groups_[gi].numel}, torch::kFloat32);
-  for (size_t k = 0; k < sub_groups_.size(); ++k) {
-    const SubGroup& sg = sub_groups_[k];
-    if (sg.group != gi) continue;
-    std::vector<float*> ptrs{master.data_ptr<float>() + sg.offset};
-    for (const auto& n : state_names_) ptrs.push_back(states[n].data_ptr<float>() + sg.offset);
-    swapper_->read_sub_group(int64_t(k), ptrs);
-  }
-  return {master, states};
-}
-
-void FlatOptimizer::write_group(size_t gi, const torch::Tensor& master, const std::map<std::string, torch::Tensor>& states) {
-  if (!swapper_) return;  // in RAM the caller wrote the tensors themselves
-  for (size_t k = 0; k < sub_groups_.size(); ++k) {
-    const SubGroup& sg = sub_groups_[k];
-    if (sg.group != gi) continue;
-    std::vector<const float*> ptrs{master.data_ptr<float>() + sg.offset};
-    for (const auto& n : state_names_) ptrs.push_back(states.at(n).data_ptr<float>() + sg.offset);
-    swapper_->write_sub_group(int64_t(k), ptrs);
-  }
+std::vector<FlatOptimizer::SubGroupSpan> FlatOptimizer::sub_group_spans() const {
+  std::vector<SubGroupSpan> out;
+  for (const auto& sg : sub_groups_) out.push_back({sg.group, sg.offset, sg.numel});
+  return out;
 }
 
 std::optional<offload::SwapStats> FlatOptimizer::swap_stats() const {
