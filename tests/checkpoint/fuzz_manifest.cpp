@@ -15,6 +15,7 @@
 
 #include "checkpoint/manifest.h"
 #include "util/error.h"
+#include "fuzz_replay.h"
 
 namespace {
 
@@ -48,21 +49,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s <corpus-dir>\n", argv[0]);
     return 2;
   }
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(argv[1]))
-    if (e.is_regular_file()) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  int failures = 0;
-  for (const auto& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-    const std::string outcome = check(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    const std::string name = path.filename().string();
-    const bool wrong = (name.rfind("valid_", 0) == 0 && outcome != "ok") || (name.rfind("bad_", 0) == 0 && outcome == "ok");
-    std::printf("%s %s: %s\n", wrong ? "FAIL" : "pass", name.c_str(), outcome.c_str());
-    failures += wrong;
-  }
-  std::printf("%zu files, %d unexpected outcomes\n", files.size(), failures);
-  return files.empty() || failures ? 1 : 0;
+  return ds::testing::replay_corpus(argv[1], [](const uint8_t* data, size_t size, const std::string&) { return check(data, size); });
 }
 #endif

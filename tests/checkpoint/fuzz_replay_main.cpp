@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
+#include "fuzz_replay.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -19,29 +20,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s <corpus-dir>\n", argv[0]);
     return 2;
   }
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(argv[1]))
-    if (e.is_regular_file()) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  int failures = 0;
-  for (const auto& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-    LLVMFuzzerTestOneInput(data, bytes.size());
-    const std::string name = path.filename().string();
-    std::string outcome = "ok";
+  return ds::testing::replay_corpus(argv[1], [](const uint8_t* data, size_t size, const std::string& name) {
+    LLVMFuzzerTestOneInput(data, size);
     try {
-      ds::checkpoint::parse_header(data, bytes.size(), bytes.size(), name);
+      ds::checkpoint::parse_header(data, size, size, name);
+      return std::string("ok");
     } catch (const ds::IoError& e) {
-      outcome = e.what();
+      return std::string(e.what());
     }
-    const bool want_ok = name.rfind("valid_", 0) == 0;
-    const bool want_bad = name.rfind("bad_", 0) == 0;
-    const bool wrong = (want_ok && outcome != "ok") || (want_bad && outcome == "ok");
-    std::printf("%s %s: %s\n", wrong ? "FAIL" : "pass", name.c_str(), outcome.c_str());
-    failures += wrong;
-  }
-  std::printf("%zu files, %d unexpected outcomes\n", files.size(), failures);
-  return files.empty() || failures ? 1 : 0;
+  });
 }
