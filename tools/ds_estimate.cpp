@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     }
     std::printf("model states per rank: %.3fB parameters%s\n", double(psi) / 1e9,
                 config_path.empty() ? "" : (" with " + config_path).c_str());
-    std::printf("%6s %6s %14s %14s %14s   %s\n", "stage", "world", "device", "cpu", "total", "device by kind");
+    std::printf("%6s %6s %14s %14s %14s %14s   %s\n", "stage", "world", "device", "cpu", "nvme", "total", "device by kind");
     for (int stage : stages)
       for (int world : worlds) {
         ds::Config cfg;
@@ -97,9 +97,9 @@ int main(int argc, char** argv) {
         const auto m = ds::zero::estimate_model_states(in);
         using ds::MemKind;
         using ds::Tier;
-        std::printf("%6d %6d %14s %14s %14s   params %s, grads %s, master+state %s, buffers %s\n", stage, world,
+        std::printf("%6d %6d %14s %14s %14s %14s   params %s, grads %s, master+state %s, buffers %s\n", stage, world,
                     ds::format_bytes(m.tier_total(Tier::Device)).c_str(), ds::format_bytes(m.tier_total(Tier::Cpu)).c_str(),
-                    ds::format_bytes(m.total()).c_str(), ds::format_bytes(m.bytes(Tier::Device, MemKind::Params)).c_str(),
+                    ds::format_bytes(m.tier_total(Tier::Nvme)).c_str(), ds::format_bytes(m.total()).c_str(), ds::format_bytes(m.bytes(Tier::Device, MemKind::Params)).c_str(),
                     ds::format_bytes(m.bytes(Tier::Device, MemKind::Grads)).c_str(),
                     ds::format_bytes(m.bytes(Tier::Device, MemKind::Master) + m.bytes(Tier::Device, MemKind::OptimizerState)).c_str(),
                     ds::format_bytes(m.bytes(Tier::Device, MemKind::Buffers)).c_str());

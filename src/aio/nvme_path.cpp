@@ -67,3 +67,13 @@ void check_free_space(const std::string& path, uint64_t needed_bytes, const std:
 }
 
 }  // namespace ds::aio
+
+namespace ds::aio {
+
+bool same_file_system(const std::string& a, const std::string& b) {
+  struct stat sa{}, sb{};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev;
+}
+
+}  // namespace ds::aio

@@ -25,6 +25,9 @@ DiskSpace disk_space(const std::string& path);
 // holding `path` has less than `needed_bytes` available.
 void check_free_space(const std::string& path, uint64_t needed_bytes, const std::string& key);
 
+// True when both paths are on one file system (same st_dev), so their free space is shared.
+bool same_file_system(const std::string& a, const std::string& b);
+
 // "58.2 GiB" (one decimal; MiB below 1 GiB, bytes below 1 MiB).
 std::string format_bytes(uint64_t bytes);
 

@@ -18,19 +18,26 @@ namespace ds::offload {
 namespace fs = std::filesystem;
 
 SwapDirectory::SwapDirectory(const std::string& nvme_path, int zero_stage, int rank,
-                             const std::string& key) {
+                             const std::string& key, const std::string& kind) {
   aio::validate_nvme_path(nvme_path, key);
   root_ = (fs::path(nvme_path) / ("zero_stage_" + std::to_string(zero_stage))).string();
-  path_ = (fs::path(root_) / "optimizer" / ("rank" + std::to_string(rank))).string();
+  path_ = (fs::path(root_) / kind / ("rank" + std::to_string(rank))).string();
   std::error_code ec;
-  fs::create_directories(fs::path(path_).parent_path(), ec);
-  if (ec) throw IoError("cannot create the swap folder \"" + fs::path(path_).parent_path().string() + "\": " + ec.message());
   const std::string lock = path_ + ".lock";
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) throw IoError("cannot open \"" + lock + "\": " + std::strerror(errno));
+  // Another rank's engine going away removes the shared parents when it finds them empty, which
+  // can happen between our mkdir and open: create them again and retry.
+  for (int attempt = 0; lock_fd_ < 0; ++attempt) {
+    fs::create_directories(fs::path(path_).parent_path(), ec);
+    if (ec && (ec != std::errc::no_such_file_or_directory || attempt >= 100))
+      throw IoError("cannot create the swap folder \"" + fs::path(path_).parent_path().string() + "\": " + ec.message());
+    if (ec) continue;
+    lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0 && (errno != ENOENT || attempt >= 100))
+      throw IoError("cannot open \"" + lock + "\": " + std::strerror(errno));
+  }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock_fd_);
-    throw ConfigError(key + ".nvme_path", "\"" + path_ +
+    throw ConfigError(key, "\"" + path_ +
                                               "\" is in use by another engine or process on this machine (each "
                                               "rank's swap folder has one owner); give each job its own nvme_path");
   }
@@ -46,7 +53,7 @@ SwapDirectory::~SwapDirectory() {
   fs::remove_all(path_, ec);
   fs::remove(path_ + ".lock", ec);
   if (lock_fd_ >= 0) ::close(lock_fd_);
-  // Parents go only when empty (other ranks may share them): remove() fails harmlessly otherwise.
+  // Parents go only when empty (other ranks and kinds share them): remove() fails harmlessly otherwise.
   fs::remove(fs::path(path_).parent_path(), ec);
   fs::remove(root_, ec);
 }

@@ -144,7 +144,6 @@ void Engine::take_model_step() {
     std::vector<torch::Tensor> masters;
     for (size_t g = 0; g < states_->num_groups(); ++g) masters.push_back(optimizer_->master(g));
     states_->write_back(masters);
-    optimizer_->release_staging();
     if (scheduler_) {
       scheduler_->step();
       apply_schedule();
@@ -176,12 +175,13 @@ void Engine::take_model_step() {
   }
   unscale_and_clip(grads);
   const auto t_opt = Clock::now();
-  optimizer_->step(grads);
+  // Each updated master span goes to the 16-bit parameters as it is produced (with NVMe, one
+  // sub-group at a time: no full fp32 master is ever in RAM).
+  optimizer_->step(grads, [this](size_t g, int64_t offset, const torch::Tensor& master) {
+    states_->write_back_range(g, offset, master);
+  });
+  states_->finish_write_back();
   optimizer_seconds_ += std::chrono::duration<double>(Clock::now() - t_opt).count();
-  std::vector<torch::Tensor> masters;
-  for (size_t g = 0; g < grads.size(); ++g) masters.push_back(optimizer_->master(g));
-  states_->write_back(masters);
-  optimizer_->release_staging();  // NVMe: the step's fp32 master leaves RAM again
   if (scheduler_) {
     scheduler_->step();
     apply_schedule();

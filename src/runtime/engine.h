@@ -142,6 +142,7 @@ class Engine {
   void setup_optimizer(const std::vector<ParamGroup>& groups);
   void setup_schedule();
   void check_memory_budget() const;
+  void check_nvme_budget(const MemoryLedger& estimate, int ranks) const;
   void apply_schedule();
   bool check_overflow(const std::vector<torch::Tensor>& grads);
   std::string first_non_finite_name(const std::vector<torch::Tensor>& grads) const;

@@ -324,13 +324,12 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
     torch::NoGradGuard no_grad;
     checkpoint::SliceReader reader(path, m);
     if (optimizer_ && optimizer_->swapped()) {
-      // ZeRO-Infinity: fill the swap files sub-group by sub-group; the fp32 master of the span is
-      // kept (as during a step) for the 16-bit write-back below.
-      for (size_t g = 0; g < states_->num_groups(); ++g) masters.push_back(torch::zeros({optimizer_->group_numel(g)}));
+      // ZeRO-Infinity: fill the swap files sub-group by sub-group, handing each master span to the
+      // 16-bit write-back as it goes (finished below, once every rank has read its slices).
       const auto spans = optimizer_->sub_group_spans();
       for (size_t k = 0; k < spans.size(); ++k) {
         const auto& sp = spans[k];
-        std::vector<torch::Tensor> buf{masters[sp.group].narrow(0, sp.offset, sp.numel)};
+        std::vector<torch::Tensor> buf{torch::zeros({sp.numel})};
         for (size_t j = 0; j < optimizer_->state_names().size(); ++j) buf.push_back(torch::zeros({sp.numel}));
         std::vector<std::string> names{checkpoint::kMasterState};
         for (const auto& n : optimizer_->state_names()) names.push_back(n);
@@ -355,6 +354,7 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
         std::vector<const float*> ptrs;
         for (const auto& t : buf) ptrs.push_back(t.data_ptr<float>());
         optimizer_->write_sub_group(int64_t(k), ptrs);
+        states_->write_back_range(sp.group, sp.offset, buf[0]);
       }
     } else {
       for (size_t g = 0; g < states_->num_groups(); ++g) {
@@ -385,7 +385,8 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
   }
   // write_back gathers across ranks: every rank must have read its slices first.
   agree_or_throw(error, "checkpoint_load");
-  states_->write_back(masters);
+  if (optimizer_ && optimizer_->swapped()) states_->finish_write_back();
+  else states_->write_back(masters);
   if (!options.load_module_only) restore_engine_state(m.engine, options);
   log::info("loaded checkpoint {} (saved at world {}, ZeRO stage {}; now world {}, stage {}; global step {})", path,
             m.dp_world_size, m.zero_stage, world_size(), states_->stage(), global_steps_);

@@ -21,6 +21,14 @@ void Engine::log_progress() const {
 void Engine::report_swap_phase() {
   // ZeRO-Infinity: is the disk the limit? Time the optimizer steps spent waiting on swap reads and
   // writes against the rest (compute), and the bandwidth the swapper achieved over those steps.
+  if (const auto p = states_->param_swap_stats()) {
+    // offload_param nvme: reads happen in forward/backward (prefetched), writes after the optimizer.
+    log::info("nvme parameter swap since the last report: read {} in {} shard reads, waited {:.3f} s on them "
+              "(forward/backward); wrote {} in {} shard writes, waited {:.3f} s on them",
+              format_bytes(uint64_t(p->bytes_read)), p->shard_reads, p->read_wait_s, format_bytes(uint64_t(p->bytes_written)),
+              p->shard_writes, p->write_wait_s);
+    states_->reset_param_swap_stats();
+  }
   const auto s = optimizer_ ? optimizer_->swap_stats() : std::nullopt;
   if (!s) return;
   const double wait = s->read_wait_s + s->write_wait_s, bytes = double(s->bytes_read + s->bytes_written);

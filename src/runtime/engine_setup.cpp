@@ -20,6 +20,7 @@
 #include "util/error.h"
 #include "util/logging.h"
 #include "util/system_info.h"
+#include "aio/nvme_path.h"
 #include "offload/host_memory.h"
 
 namespace ds {
@@ -42,8 +43,6 @@ void reject_unbuilt_features(const Config& c) {
                                    "the optimizer on the device), which deepspeed.cpp does not do; use 1.0 (all on "
                                    "the CPU) or remove offload_optimizer",
                                    off.ratio));
-  if (c.zero_optimization.offload_param_enabled())
-    refuse("zero_optimization.offload_param", "parameter offload (ZeRO-Infinity)");
   if (c.zero_optimization.stage > 0 && c.optimizer && c.optimizer->type == OptimizerType::Lamb)
     throw NotSupported("optimizer.type: Lamb needs each parameter's whole gradient and weights for its trust "
                        "ratio, which ZeRO partitions split across ranks (DeepSpeed refuses it too); use stage 0 "
@@ -227,9 +226,13 @@ void Engine::setup_optimizer(const std::vector<ParamGroup>& groups) {
   for (const auto& g : groups) overrides.push_back({g.lr, g.weight_decay});
   std::vector<zero::FlatGroup> layout;
   std::vector<torch::Tensor> storage;
+  const bool nvme = config_.zero_optimization.offload_optimizer.device == OffloadDevice::Nvme;
+  // Parameters on NVMe and optimizer on NVMe: the master is initialised sub-group by sub-group
+  // from the parameter files (read_params below), never the whole partition in RAM.
+  const bool streamed_init = nvme && states_->params_on_nvme();
   for (size_t g = 0; g < states_->num_groups(); ++g) {
     layout.push_back(states_->local_layout(g));
-    storage.push_back(states_->local_params(g));
+    storage.push_back(streamed_init ? torch::Tensor() : states_->local_params(g));
   }
   // Stage 0 calls the kernel per tensor, ZeRO per partition, as DeepSpeed does (decides beta^t
   // rounding, reference §19).
@@ -239,13 +242,16 @@ void Engine::setup_optimizer(const std::vector<ParamGroup>& groups) {
   zero::MasterPlacement placement;
   placement.alias_fp32 = !offload;
   placement.pinned = offload && host_.pinned;
-  const bool nvme = config_.zero_optimization.offload_optimizer.device == OffloadDevice::Nvme;
   placement.sub_group_size = (offload && states_->stage() == 3) || nvme ? config_.zero_optimization.sub_group_size : 0;
   if (nvme) {
     placement.nvme = &config_.zero_optimization.offload_optimizer;
     placement.aio = config_.aio;
     placement.zero_stage = states_->stage();
     placement.rank = rank();
+    if (streamed_init)
+      placement.read_params = [this](size_t g, int64_t offset, int64_t numel) {
+        return states_->local_params_range(g, offset, numel);
+      };
   }
   optimizer_ = std::make_unique<zero::FlatOptimizer>(*config_.optimizer, overrides, layout, storage, ledger_,
                                                      offload ? Tier::Cpu : Tier::Device, calls, placement);
@@ -274,18 +280,39 @@ void Engine::check_memory_budget() const {
   in.world = world_size();
   in.plan = plan_;
   in.config = &config_;
-  const uint64_t per_rank = zero::estimate_model_states(in).total();
+  const MemoryLedger estimate = zero::estimate_model_states(in);
+  const uint64_t per_rank = estimate.total() - estimate.tier_total(Tier::Nvme);
   const int ranks = std::max(1, local_world_size());
+  check_nvme_budget(estimate, ranks);
   const uint64_t need = per_rank * static_cast<uint64_t>(ranks);
   const uint64_t avail = mem_available_bytes();
   DS_CHECK(avail == 0 || need <= avail, OutOfMemory,
            fmt::format("the model has {} trainable parameters; at ZeRO stage {} each of the {} rank(s) on this machine "
-                       "needs {} for parameters, gradients, master weights and optimizer state ({} in all), but only "
-                       "{} of RAM is available. Use a smaller model, a higher zero_optimization.stage or more "
-                       "machines (`ds-estimate` prints the numbers per stage)",
+                       "needs {} of RAM for parameters, gradients, master weights, optimizer state and swap buffers "
+                       "({} in all), but only {} is available. Use a smaller model, a higher zero_optimization.stage, "
+                       "offload to NVMe or more machines (`ds-estimate` prints the numbers per stage)",
                        std::accumulate(in.param_numels.begin(), in.param_numels.end(), int64_t{0}),
                        config_.zero_optimization.stage, ranks, format_bytes(per_rank), format_bytes(need),
                        format_bytes(avail)));
+}
+
+void Engine::check_nvme_budget(const MemoryLedger& estimate, int ranks) const {
+  // Every rank on this machine writes its swap files to the same disk(s): check them all at once,
+  // before anything is written (the swappers check again for their own files).
+  const auto& z = config_.zero_optimization;
+  const bool params = z.offload_param.device == OffloadDevice::Nvme, optim = z.offload_optimizer.device == OffloadDevice::Nvme;
+  if (!params && !optim) return;
+  const uint64_t param_bytes = estimate.bytes(Tier::Nvme, MemKind::Params) * uint64_t(ranks);
+  const uint64_t optim_bytes = (estimate.tier_total(Tier::Nvme) - estimate.bytes(Tier::Nvme, MemKind::Params)) * uint64_t(ranks);
+  const std::string pkey = "zero_optimization.offload_param.nvme_path", okey = "zero_optimization.offload_optimizer.nvme_path";
+  if (params) aio::validate_nvme_path(*z.offload_param.nvme_path, pkey);
+  if (optim) aio::validate_nvme_path(*z.offload_optimizer.nvme_path, okey);
+  if (params && optim && aio::same_file_system(*z.offload_param.nvme_path, *z.offload_optimizer.nvme_path)) {
+    aio::check_free_space(*z.offload_optimizer.nvme_path, param_bytes + optim_bytes, okey + " (with " + pkey + ")");
+    return;
+  }
+  if (params) aio::check_free_space(*z.offload_param.nvme_path, param_bytes, pkey);
+  if (optim) aio::check_free_space(*z.offload_optimizer.nvme_path, optim_bytes, okey);
 }
 
 }  // namespace ds

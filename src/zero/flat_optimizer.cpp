@@ -46,7 +46,7 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
       if (o.lr) g.hp.lr = *o.lr;
       if (o.weight_decay) g.hp.weight_decay = *o.weight_decay;
     }
-    DS_CHECK(storage[i].is_cpu() || tier == Tier::Cpu, NotSupported,
+    DS_CHECK(!storage[i].defined() || storage[i].is_cpu() || tier == Tier::Cpu, NotSupported,
              "the flat optimizer kernels run on CPU tensors; accelerator master weights arrive with the CUDA build");
     g.numel = fg.padded_numel;
     for (const auto& s : fg.slots) g.segments.emplace_back(s.offset, s.numel);
@@ -87,18 +87,20 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
   }
 }
 
-void FlatOptimizer::step(const std::vector<torch::Tensor>& grads) {
+void FlatOptimizer::step(const std::vector<torch::Tensor>& grads, const MasterSink& sink) {
   DS_ASSERT(grads.size() == groups_.size(), "one gradient span per group");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < groups_.size(); ++i)
     DS_ASSERT(grads[i].scalar_type() == torch::kFloat32 && grads[i].is_contiguous() && grads[i].numel() == groups_[i].numel,
               "gradient spans must be contiguous fp32 of the group's length");
   if (swapper_) {
-    step_swapped(grads);
+    step_swapped(grads, sink);
     return;
   }
   begin_step();
   for (size_t i = 0; i < groups_.size(); ++i) step_group(groups_[i], grads[i]);
+  if (sink)
+    for (size_t i = 0; i < groups_.size(); ++i) sink(i, 0, groups_[i].master);
 }
 
 void FlatOptimizer::begin_step() { ++steps_; }

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,10 @@ struct MasterPlacement {
   // into RAM one sub-group at a time (offload::OptimizerSwapper over an aio::AioEngine).
   const OffloadOptimizerConfig* nvme = nullptr;
   AioConfig aio;
+  // With nvme: where the initial master comes from, one sub-group at a time (group, offset, numel
+  // → model-dtype tensor), so a caller whose parameters are on disk never reads them all at once;
+  // unset: the `storage` tensors.
+  std::function<torch::Tensor(size_t, int64_t, int64_t)> read_params;
   int zero_stage = 0;
   int rank = 0;
 };
@@ -55,14 +60,18 @@ struct MasterPlacement {
 class FlatOptimizer {
  public:
   // `storage[g]` holds group g's parameters in the model dtype ([padded_numel]); the master copy is
-  // made from it (or aliases it when fp32). `layout` gives the parameter segments (Lamb's norms).
+  // made from it (or aliases it when fp32). With placement.read_params it may be undefined. `layout` gives the parameter segments (Lamb's norms).
   FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                 const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
                 MemoryLedger& ledger, Tier tier, KernelCalls calls = KernelCalls::PerPartition,
                 MasterPlacement placement = {});
 
-  // One step of every group from fp32 gradient spans [padded_numel], one per group.
-  void step(const std::vector<torch::Tensor>& fp32_grads);
+  // Receives the updated fp32 master of [offset, offset + master.numel()) of group g: the whole
+  // span in RAM, one sub-group at a time when swapped (valid only during the call).
+  using MasterSink = std::function<void(size_t g, int64_t offset, const torch::Tensor& master)>;
+  // One step of every group from fp32 gradient spans [padded_numel], one per group; `sink` (if
+  // given) sees every updated master span — the only way to see them when swapped.
+  void step(const std::vector<torch::Tensor>& fp32_grads, const MasterSink& sink = {});
   // The same step in pieces (ZeRO-Offload overlap): begin_step() once, then step_range over
   // disjoint ranges that together cover every group's span. `fp32_grads` is group g's whole span.
   // Not for Lamb (its trust ratio needs whole parameters).
@@ -83,11 +92,10 @@ class FlatOptimizer {
   void set_lr(size_t group, double lr);
   void set_betas(size_t group, std::array<double, 2> betas);
 
-  // The fp32 master of group g. Swapped (nvme): defined only from a step until release_staging(),
-  // as the step's updated values (the engine writes the 16-bit parameters from it).
+  // The fp32 master of group g; undefined when swapped (it lives in the swap files: step's sink,
+  // read_sub_group).
   const torch::Tensor& master(size_t g) const { return groups_[g].master; }
   bool swapped() const { return swapper_ != nullptr; }
-  void release_staging();
   // Swapped state, one sub-group at a time (checkpoints stream these): [offset, offset + numel) of
   // group `group`; read/write take 1 + state_names().size() pointers to numel floats each.
   struct SubGroupSpan {
@@ -122,7 +130,7 @@ class FlatOptimizer {
     int64_t offset, numel;
   };
   void setup_swapper(const std::vector<torch::Tensor>& storage, const MasterPlacement& placement, MemoryLedger& ledger);
-  void step_swapped(const std::vector<torch::Tensor>& fp32_grads);
+  void step_swapped(const std::vector<torch::Tensor>& fp32_grads, const MasterSink& sink);
   void step_group(Group& g, const torch::Tensor& grad);
   void step_span(Group& g, const float* grad, int64_t offset, int64_t n);
 

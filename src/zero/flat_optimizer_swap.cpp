@@ -1,9 +1,9 @@
 // FlatOptimizer with its state on NVMe (ZeRO-Infinity, offload_optimizer.device "nvme"): every
 // group's span is cut into sub-groups of sub_group_size elements; the fp32 master and the
 // optimizer's states of each live in swap files (offload::OptimizerSwapper) and are streamed through
-// a few aligned buffers — read k+1 while updating k while writing k-1. At rest the optimizer holds
-// no fp32 state in RAM; during a step it holds the swap buffers plus the updated master ("staging",
-// fp32 [padded_numel] per group) until the engine has written the 16-bit parameters from it.
+// a few aligned buffers — read k+1 while updating k while writing k-1. The optimizer holds no fp32
+// state in RAM beyond those buffers: each sub-group's updated master goes to the step's sink (the
+// 16-bit write-back) while it is in its buffer.
 #include <fmt/format.h>
 
 #include "optim/adagrad.h"
@@ -39,7 +39,9 @@ void FlatOptimizer::setup_swapper(const std::vector<torch::Tensor>& storage, con
   for (size_t k = 0; k < sub_groups_.size(); ++k) {
     const SubGroup& sg = sub_groups_[k];
     std::vector<torch::Tensor> init;
-    init.push_back(storage[sg.group].narrow(0, sg.offset, sg.numel).to(torch::kCPU, torch::kFloat32).contiguous());
+    const torch::Tensor params = placement.read_params ? placement.read_params(sg.group, sg.offset, sg.numel)
+                                                       : storage[sg.group].narrow(0, sg.offset, sg.numel);
+    init.push_back(params.to(torch::kCPU, torch::kFloat32).contiguous());
     for (const auto& name : state_names_) {
       init.push_back(torch::zeros({sg.numel}, torch::kFloat32));
       if (name == "sum") optim::adagrad_init_state(init.back().data_ptr<float>(), sg.numel,
@@ -58,11 +60,11 @@ void FlatOptimizer::setup_swapper(const std::vector<torch::Tensor>& storage, con
             "aio backend {})",
             total, sub_groups_.size(), swapper_->directory(), swapper_->buffers_allocated(), swapper_->buffer_bytes(),
             aio::to_string(aio_->backend()));
+  swapper_->reset_stats();  // the report counts training traffic, not these initial writes
 }
 
-void FlatOptimizer::step_swapped(const std::vector<torch::Tensor>& grads) {
+void FlatOptimizer::step_swapped(const std::vector<torch::Tensor>& grads, const MasterSink& sink) {
   begin_step();
-  for (auto& g : groups_) g.master = torch::empty({g.numel}, torch::kFloat32);  // staging
   swapper_->for_each_sub_group([&](int64_t k, std::span<float* const> states) {
     const SubGroup& sg = sub_groups_[size_t(k)];
     Group& g = groups_[sg.group];
@@ -72,13 +74,8 @@ void FlatOptimizer::step_swapped(const std::vector<torch::Tensor>& grads) {
     for (size_t j = 0; j < state_names_.size(); ++j)
       view.state[state_names_[j]] = torch::from_blob(states[j + 1], {sg.numel}, torch::kFloat32);
     step_span(view, grads[sg.group].data_ptr<float>() + sg.offset, 0, sg.numel);
-    g.master.narrow(0, sg.offset, sg.numel).copy_(view.master);
+    if (sink) sink(sg.group, sg.offset, view.master);
   });
-}
-
-void FlatOptimizer::release_staging() {
-  if (!swapper_) return;
-  for (auto& g : groups_) g.master = torch::Tensor();
 }
 
 std::vector<FlatOptimizer::SubGroupSpan> FlatOptimizer::sub_group_spans() const {

@@ -87,15 +87,27 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
         m.add(dev, MemKind::Params, numel * cs);  // kept gathered, in the compute dtype
       }
     }
-    m.add(dev, MemKind::Params, shards * ms);
+    // offload_param: the shards in host memory or in NVMe swap files.
+    const OffloadDevice shard_device = z.offload_param.device;
+    m.add(shard_device == OffloadDevice::Nvme ? Tier::Nvme : shard_device == OffloadDevice::Cpu ? Tier::Cpu : dev,
+          MemKind::Params, shards * ms);
     m.add(offload ? Tier::Cpu : dev, MemKind::Grads, shards * (offload ? 4 : as));
     m.add(dev, MemKind::Buffers, 2 * live_buckets(in.param_numels, z) * ws);
     local = shards;
     master_aliases = !offload && p.model == torch::kFloat32;
   }
   if (c.optimizer) {
-    if (!master_aliases) m.add(opt_tier, MemKind::Master, local * 4);
-    m.add(opt_tier, MemKind::OptimizerState, local * 4 * optimizer_state_count(c));
+    const bool nvme = z.offload_optimizer.device == OffloadDevice::Nvme;
+    const Tier state_tier = nvme ? Tier::Nvme : opt_tier;
+    if (!master_aliases || nvme) m.add(state_tier, MemKind::Master, local * 4);
+    m.add(state_tier, MemKind::OptimizerState, local * 4 * optimizer_state_count(c));
+    if (nvme) {  // OptimizerSwapper: (1 + pipelined sub-groups) × states buffers of the largest sub-group
+      const auto& off = z.offload_optimizer;
+      const int64_t in_flight = 1 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0);
+      const int64_t largest = std::min(z.sub_group_size > 0 ? z.sub_group_size : local, local);
+      const int64_t buffer = std::max<int64_t>(round_up(std::max<int64_t>(largest * 4, 1), 4096), 4096);
+      m.add(Tier::Cpu, MemKind::Buffers, uint64_t(in_flight * (1 + optimizer_state_count(c)) * buffer));
+    }
   }
   return m;
 }

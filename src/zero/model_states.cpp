@@ -7,6 +7,24 @@
 
 namespace ds::zero {
 
+void ModelStates::write_back_range(size_t g, int64_t offset, const torch::Tensor& master) {
+  if (write_back_staging_.empty()) write_back_staging_.resize(num_groups());
+  const int64_t n = local_layout(g).padded_numel;
+  if (offset == 0 && master.numel() == n) {  // the whole span: no copy needed
+    write_back_staging_[g] = master;
+    return;
+  }
+  if (!write_back_staging_[g].defined()) write_back_staging_[g] = torch::zeros({n}, torch::kFloat32);
+  write_back_staging_[g].narrow(0, offset, master.numel()).copy_(master);
+}
+
+void ModelStates::finish_write_back() {
+  if (write_back_staging_.empty()) return;
+  auto masters = std::move(write_back_staging_);
+  write_back_staging_.clear();
+  write_back(masters);
+}
+
 std::unique_ptr<ModelStates> make_model_states(const ModelStatesOptions& o, const std::vector<NamedParam>& params) {
   DS_ASSERT(o.config && o.comm && o.ledger, "model states need a config, a communicator and a ledger");
   switch (o.config->zero_optimization.stage) {

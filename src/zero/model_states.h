@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "config/config.h"
 #include "nn/layer_list.h"
 #include "offload/host_memory.h"
+#include "offload/param_swapper.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
 #include "zero/flat_params.h"
@@ -46,6 +48,12 @@ class ModelStates {
   virtual const FlatGroup& local_layout(size_t g) const = 0;
   // Model-dtype parameters of that span; the optimizer's fp32 master is made from it (or aliases it).
   virtual torch::Tensor local_params(size_t g) const = 0;
+  // [offset, offset + numel) of it; stage 3 on NVMe reads only that range from disk.
+  virtual torch::Tensor local_params_range(size_t g, int64_t offset, int64_t numel) const {
+    return local_params(g).narrow(0, offset, numel);
+  }
+  // True when local_params must be read from disk (offload_param.device "nvme").
+  virtual bool params_on_nvme() const { return false; }
   // fp32 gradients of that span, averaged over ranks (a view or a converted copy).
   virtual torch::Tensor local_grads(size_t g) const = 0;
   // True when local spans are partitions, so norms and overflow flags must be combined across ranks.
@@ -54,6 +62,12 @@ class ModelStates {
   // After the optimizer: masters[g] (fp32, local span) is written to the 16-bit parameters and
   // the full parameters each rank needs are made current again.
   virtual void write_back(const std::vector<torch::Tensor>& masters) = 0;
+  // The same, streamed (the NVMe optimizer hands out its master one sub-group at a time):
+  // write_back_range for pieces that together cover every group's span, then finish_write_back.
+  // By default the pieces are collected into a full fp32 copy for write_back; stage 3 writes each
+  // piece to its shards at once, so no full master is ever in RAM.
+  virtual void write_back_range(size_t g, int64_t offset, const torch::Tensor& master);
+  virtual void finish_write_back();
   virtual void zero_grads() = 0;
 
   virtual int64_t numel() const = 0;  // trainable elements, without padding
@@ -69,6 +83,13 @@ class ModelStates {
   // the same calls. Other stages hold whole parameters anyway, so these do nothing.
   virtual void hold(const std::vector<std::string>& names) {}
   virtual void unhold(const std::vector<std::string>& names) {}
+
+  // offload_param.device "nvme": the parameter swapper's counters since the last reset.
+  virtual std::optional<offload::ParamSwapStats> param_swap_stats() const { return std::nullopt; }
+  virtual void reset_param_swap_stats() {}
+
+ private:
+  std::vector<torch::Tensor> write_back_staging_;  // default write_back_range
 };
 
 struct ModelStatesOptions {

@@ -7,13 +7,28 @@
 
 #include "comm/work.h"
 #include "util/error.h"
+#include "util/logging.h"
 #include "zero/collectives.h"
 
 namespace ds::zero {
+namespace {
 
+// DeepSpeed's folder name: <dtype>params, e.g. "bfloat16params".
+std::string dtype_folder_name(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat16: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    default: return "float32";
+  }
+}
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+}  // namespace
 
 ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& plan, const ZeroConfig& zero,
-                                     const std::vector<NamedParam>& params, MemoryLedger& ledger, Tier tier)
+                                     const std::vector<NamedParam>& params, MemoryLedger& ledger, Tier tier,
+                                     const AioConfig* aio)
     : comm_(comm), plan_(plan), ledger_(ledger), tier_(tier) {
   const int world = comm.size(), rank = comm.rank();
   torch::NoGradGuard no_grad;
@@ -44,33 +59,134 @@ ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& 
     params_.push_back(std::move(p));
   }
   pending_.assign(params_.size(), false);
+  group_ids_.resize(group_numel.size());
+  for (size_t id = 0; id < params_.size(); ++id) group_ids_[params_[id].group].push_back(id);
+  if (tier_ == Tier::Nvme) {
+    DS_ASSERT(aio != nullptr, "stage 3 on NVMe needs the aio section");
+    setup_swapper(zero, *aio);
+  }
   for (size_t g = 0; g < group_numel.size(); ++g) {
-    storage_.push_back(torch::zeros({group_numel[g]}, torch::TensorOptions().dtype(plan_.model)));
+    if (tier_ != Tier::Nvme) storage_.push_back(torch::zeros({group_numel[g]}, torch::TensorOptions().dtype(plan_.model)));
     ledger_.add(tier_, MemKind::Params, group_numel[g] * c10::elementSize(plan_.model));
     layouts_[g].dtype = plan_.model;
     layouts_[g].padded_numel = group_numel[g];
   }
-  for (auto& p : params_) {
+  for (size_t id = 0; id < params_.size(); ++id) {
+    ShardedParam& p = params_[id];
     // Replicas start equal (DeepSpeed broadcasts at init), then each keeps its shard.
     auto full = p.param.detach().contiguous();
     broadcast_from_rank0(comm_, full, "broadcast_parameters");
     const int64_t valid = p.shard.valid(rank);
-    if (valid > 0)
-      storage_[p.group].narrow(0, p.offset, valid).copy_(full.reshape({-1}).narrow(0, p.shard.begin(rank), valid));
+    auto mine = full.reshape({-1}).narrow(0, p.shard.begin(rank), valid);
+    if (swapper_) {  // the shard goes to its file; the padded tail is written as zeros
+      aio::AlignedBuffer b = swapper_->write_buffer(id);
+      torch::from_blob(b.data(), {valid}, torch::TensorOptions().dtype(plan_.model)).copy_(mine);
+      swapper_->write_async(id, std::move(b));
+    } else if (valid > 0) {
+      storage_[p.group].narrow(0, p.offset, valid).copy_(mine);
+    }
     FlatGroup& layout = layouts_[p.group];
     layout.slots.push_back({p.name, {valid}, p.offset, valid, {}, p.shard.begin(rank)});
     layout.numel += valid;
     if (p.persistent) {
       // The model computes with exactly the rounded values the shards hold.
       set_full(p, full.to(plan_.model).to(plan_.compute));
-      ledger_.add(tier_, MemKind::Params, p.numel * c10::elementSize(plan_.compute));
+      ledger_.add(Tier::Device, MemKind::Params, p.numel * c10::elementSize(plan_.compute));  // with the module
     } else {
       set_released(p);
     }
   }
+  if (swapper_) {  // the initial shards are on disk; the per-phase report counts training traffic only
+    swapper_->flush();
+    swapper_->reset_stats();
+  }
 }
 
 ShardedParameters::~ShardedParameters() = default;
+
+void ShardedParameters::setup_swapper(const ZeroConfig& zero, const AioConfig& aio) {
+  const OffloadParamConfig& c = zero.offload_param;
+  if (!c.nvme_path) throw ConfigError("zero_optimization.offload_param.nvme_path", "required when device is \"nvme\"");
+  offload::ParamSwapperOptions o;
+  o.nvme_path = *c.nvme_path;
+  o.rank = comm_.rank();
+  o.dtype_name = dtype_folder_name(plan_.model);
+  o.element_size = static_cast<int64_t>(c10::elementSize(plan_.model));
+  o.buffer_count = c.buffer_count;
+  o.buffer_size = c.buffer_size;
+  for (const auto& p : params_) {
+    o.names.push_back(p.name);
+    o.shard_numel.push_back(p.shard.shard_size);
+  }
+  aio_ = std::make_unique<aio::AioEngine>(aio::AioOptions::from_config(aio));
+  swapper_ = std::make_unique<offload::ParamSwapper>(*aio_, std::move(o));
+  log::info("ZeRO-Infinity: {} parameter shard(s) of this rank on NVMe under {} (aio backend {})", params_.size(),
+            swapper_->directory(), aio::to_string(aio_->backend()));
+}
+
+int64_t ShardedParameters::slot_align() const {
+  return swapper_ ? aio::kAlignment / static_cast<int64_t>(c10::elementSize(plan_.model)) : 1;
+}
+
+torch::Tensor ShardedParameters::storage(size_t g) const { return read_range(g, 0, layouts_[g].padded_numel); }
+
+torch::Tensor ShardedParameters::read_range(size_t g, int64_t offset, int64_t n) const {
+  if (!swapper_) return storage_[g].narrow(0, offset, n);
+  const auto opts = torch::TensorOptions().dtype(plan_.model);
+  auto out = torch::zeros({n}, opts);
+  for (size_t id : group_ids_[g]) {
+    const ShardedParam& p = params_[id];
+    const int64_t lo = std::max(offset, p.offset), hi = std::min(offset + n, p.offset + p.shard.shard_size);
+    if (lo >= hi) continue;
+    aio::AlignedBuffer b(swapper_->shard_bytes(id));
+    swapper_->wait_read(swapper_->read_async(id, b.data()));
+    out.narrow(0, lo - offset, hi - lo)
+        .copy_(torch::from_blob(b.data(), {p.shard.shard_size}, opts).narrow(0, lo - p.offset, hi - lo));
+  }
+  return out;
+}
+
+void ShardedParameters::write_range(size_t g, int64_t offset, const torch::Tensor& master) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = master.numel();
+  if (!swapper_) {
+    auto dst = storage_[g].narrow(0, offset, n);
+    if (dst.data_ptr() != master.data_ptr()) dst.copy_(master);  // rounds to the model dtype
+    return;
+  }
+  const int rank = comm_.rank();
+  for (size_t id : group_ids_[g]) {
+    const ShardedParam& p = params_[id];
+    const int64_t valid = p.shard.valid(rank);
+    const int64_t lo = std::max(offset, p.offset), hi = std::min(offset + n, p.offset + valid);
+    if (lo >= hi) continue;
+    PartialWrite& w = partial_[id];
+    if (w.buffer.empty()) w.buffer = swapper_->write_buffer(id);
+    torch::from_blob(w.buffer.data(), {p.shard.shard_size}, torch::TensorOptions().dtype(plan_.model))
+        .narrow(0, lo - p.offset, hi - lo)
+        .copy_(master.narrow(0, lo - offset, hi - lo));
+    w.filled += hi - lo;
+    if (w.filled == valid) {  // complete: write it while the optimizer goes on
+      swapper_->write_async(id, std::move(w.buffer));
+      partial_.erase(id);
+    }
+  }
+}
+
+void ShardedParameters::finish_writes() {
+  if (!swapper_) return;
+  DS_ASSERT(partial_.empty(), "stage 3 on NVMe: a write-back left parameter shards incomplete");
+  swapper_->flush();
+}
+
+std::optional<offload::ParamSwapStats> ShardedParameters::swap_stats() const {
+  if (!swapper_) return std::nullopt;
+  return swapper_->stats();
+}
+
+void ShardedParameters::reset_swap_stats() {
+  if (swapper_) swapper_->reset_stats();
+}
 
 std::optional<size_t> ShardedParameters::find(const std::string& name) const {
   auto it = index_.find(name);
@@ -97,32 +213,46 @@ void ShardedParameters::set_released(ShardedParam& p) {
 
 std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(const std::vector<size_t>& ids) {
   auto pending = std::make_unique<Pending>();
+  const int64_t align = slot_align();
   for (size_t id : ids) {
     if (params_[id].gathered || pending_[id]) continue;
     pending->offsets.push_back(pending->chunk);
-    pending->chunk += params_[id].shard.shard_size;
+    pending->chunk += round_up(params_[id].shard.shard_size, align);
     pending->ids.push_back(id);
     pending_[id] = true;
   }
   if (pending->ids.empty()) return pending;
   const int world = comm_.size();
   auto opts = torch::TensorOptions().dtype(plan_.model);
-  pending->recv = torch::empty({pending->chunk * world}, opts);
+  if (swapper_) {  // 4 KiB-aligned slots, so each shard is read from disk into its place
+    auto buf = std::make_shared<aio::AlignedBuffer>(pending->chunk * world * int64_t(c10::elementSize(plan_.model)));
+    pending->recv = torch::from_blob(buf->data(), {pending->chunk * world}, [buf](void*) {}, opts);
+  } else {
+    pending->recv = torch::empty({pending->chunk * world}, opts);
+  }
   pending->send = pending->recv.narrow(0, comm_.rank() * pending->chunk, pending->chunk);  // in place
   for (size_t k = 0; k < pending->ids.size(); ++k) {
     const ShardedParam& p = params_[pending->ids[k]];
-    pending->send.narrow(0, pending->offsets[k], p.shard.shard_size)
-        .copy_(storage_[p.group].narrow(0, p.offset, p.shard.shard_size));
+    auto slot = pending->send.narrow(0, pending->offsets[k], p.shard.shard_size);
+    if (swapper_) pending->reads.push_back(swapper_->read_async(pending->ids[k], slot.data_ptr()));
+    else slot.copy_(storage_[p.group].narrow(0, p.offset, p.shard.shard_size));
   }
-  if (world > 1) pending->work = comm_.all_gather_async(as_buffer(pending->send), as_buffer(pending->recv), "gather_parameters");
+  // On NVMe the all-gather starts when the reads have landed (finish).
+  if (world > 1 && !swapper_)
+    pending->work = comm_.all_gather_async(as_buffer(pending->send), as_buffer(pending->recv), "gather_parameters");
   return pending;
 }
 
 void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
   if (!pending || pending->ids.empty()) return;
+  const int world = comm_.size();
+  if (swapper_) {
+    for (const auto& h : pending->reads) swapper_->wait_read(h);
+    if (world > 1)
+      pending->work = comm_.all_gather_async(as_buffer(pending->send), as_buffer(pending->recv), "gather_parameters");
+  }
   pending->work.wait();
   torch::NoGradGuard no_grad;
-  const int world = comm_.size();
   auto ranks = pending->recv.view({world, pending->chunk});
   for (size_t k = 0; k < pending->ids.size(); ++k) {
     ShardedParam& p = params_[pending->ids[k]];
@@ -134,7 +264,7 @@ void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
     if (!p.persistent) {
       live_numel_ += p.numel;
       peak_live_numel_ = std::max(peak_live_numel_, live_numel_);
-      ledger_.add(tier_, MemKind::Buffers, p.numel * c10::elementSize(plan_.compute));
+      ledger_.add(Tier::Device, MemKind::Buffers, p.numel * c10::elementSize(plan_.compute));
     }
   }
 }
@@ -146,7 +276,7 @@ void ShardedParameters::refresh(const std::vector<size_t>& ids) {
     if (!p.gathered) continue;
     if (!p.persistent) {  // finish() counts it live again
       live_numel_ -= p.numel;
-      ledger_.release(tier_, MemKind::Buffers, p.numel * c10::elementSize(plan_.compute));
+      ledger_.release(Tier::Device, MemKind::Buffers, p.numel * c10::elementSize(plan_.compute));
     }
     p.gathered = false;
     again.push_back(id);
@@ -159,7 +289,7 @@ void ShardedParameters::release(size_t id) {
   if (!p.gathered || p.persistent || p.holds > 0) return;
   set_released(p);
   live_numel_ -= p.numel;
-  ledger_.release(tier_, MemKind::Buffers, p.numel * c10::elementSize(plan_.compute));
+  ledger_.release(Tier::Device, MemKind::Buffers, p.numel * c10::elementSize(plan_.compute));
 }
 
 }  // namespace ds::zero

@@ -5,6 +5,12 @@
 // reads it un-gathered produces NaN, never plausible numbers). Gathering all-gathers the shards of a
 // set of parameters in one collective and gives each parameter its full compute-dtype data again.
 // Small parameters (stage3_param_persistence_threshold, model_persistence_threshold) stay gathered.
+//
+// Where the shards live is the tier: Device (with the module), Cpu (offload_param.device "cpu":
+// host memory) or Nvme (offload_param.device "nvme": one swap file per shard, offload::ParamSwapper).
+// On NVMe a gather reads each shard straight into its slot of the all-gather buffer — slots are
+// 4 KiB-aligned there — so the prefetch of the next layer is a disk read in flight while this layer
+// computes; after the optimizer, write_range streams the new values back to the files.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,8 +22,11 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "aio/aio_engine.h"
 #include "comm/work.h"
+#include "config/aio_config.h"
 #include "config/zero_config.h"
+#include "offload/param_swapper.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
 #include "zero/flat_params.h"
@@ -41,8 +50,10 @@ struct ShardedParam {
 class ShardedParameters {
  public:
   // `params` hold full values (identical on every rank); afterwards each keeps only its shard.
+  // Tier Nvme needs `aio` (the engine's aio section) and zero.offload_param.nvme_path.
   ShardedParameters(comm::Communicator& comm, const DtypePlan& plan, const ZeroConfig& zero,
-                    const std::vector<NamedParam>& params, MemoryLedger& ledger, Tier tier);
+                    const std::vector<NamedParam>& params, MemoryLedger& ledger, Tier tier,
+                    const AioConfig* aio = nullptr);
   ~ShardedParameters();
 
   // A started gather of some parameters; finish() makes them usable.
@@ -52,6 +63,7 @@ class ShardedParameters {
     int64_t chunk = 0;
     torch::Tensor send, recv;      // [chunk] (a view of recv: in place), [world · chunk]; model dtype
     comm::Work work;
+    std::vector<aio::IoHandle> reads;  // Nvme: shard reads into `send`, waited before the all-gather
   };
   // Starts gathering those of `ids` that are neither gathered nor already pending.
   std::unique_ptr<Pending> gather_async(const std::vector<size_t>& ids);
@@ -66,8 +78,20 @@ class ShardedParameters {
   ShardedParam& operator[](size_t id) { return params_[id]; }
   const ShardedParam& operator[](size_t id) const { return params_[id]; }
   std::optional<size_t> find(const std::string& name) const;
-  size_t num_groups() const { return storage_.size(); }
-  const torch::Tensor& storage(size_t g) const { return storage_[g]; }  // [group shard numel], model dtype
+  size_t num_groups() const { return layouts_.size(); }
+  // This rank's shards of group g ([group shard numel], model dtype); on Nvme a copy read from disk.
+  torch::Tensor storage(size_t g) const;
+  // [offset, offset + n) of it (on Nvme only the shards it overlaps are read).
+  torch::Tensor read_range(size_t g, int64_t offset, int64_t n) const;
+  // After the optimizer: fp32 values for [offset, offset + master.numel()) of group g's shards,
+  // rounded to the model dtype. Spans may come in pieces, in any order; finish_writes() lands them
+  // (on Nvme it waits for the files) and must precede the next gather.
+  void write_range(size_t g, int64_t offset, const torch::Tensor& master);
+  void finish_writes();
+  Tier tier() const { return tier_; }
+  // Nvme only: the swapper's counters (bytes, waits) for the per-phase report.
+  std::optional<offload::ParamSwapStats> swap_stats() const;
+  void reset_swap_stats();
   const FlatGroup& layout(size_t g) const { return layouts_[g]; }
   int64_t numel() const;
   int64_t live_numel() const { return live_numel_; }  // gathered, non-persistent elements now
@@ -76,13 +100,24 @@ class ShardedParameters {
  private:
   void set_full(ShardedParam& p, torch::Tensor full);
   void set_released(ShardedParam& p);
+  void setup_swapper(const ZeroConfig& zero, const AioConfig& aio);
+  int64_t slot_align() const;  // elements between shard slots of a gather buffer (1 in RAM)
+
+  struct PartialWrite {  // Nvme: a shard's new values, collected until all of its are in
+    aio::AlignedBuffer buffer;
+    int64_t filled = 0;
+  };
 
   comm::Communicator& comm_;
   DtypePlan plan_;
   MemoryLedger& ledger_;
   Tier tier_;
   std::vector<ShardedParam> params_;
-  std::vector<torch::Tensor> storage_;
+  std::vector<torch::Tensor> storage_;           // Device/Cpu tiers
+  std::vector<std::vector<size_t>> group_ids_;   // per group, ids in shard-offset order
+  std::unique_ptr<aio::AioEngine> aio_;          // Nvme tier
+  std::unique_ptr<offload::ParamSwapper> swapper_;
+  std::unordered_map<size_t, PartialWrite> partial_;
   std::vector<FlatGroup> layouts_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<bool> pending_;

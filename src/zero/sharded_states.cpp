@@ -14,13 +14,17 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
            "zero_optimization.stage: ZeRO stage 3 needs to know when each parameter is used, and LibTorch "
            "modules have no forward hooks. Give the model a ds::nn::LayerList (a `layers()` method returning it, "
            "each layer naming the parameters it reads; see docs/zero.md) or use stage 1 or 2");
-  params_ = std::make_unique<ShardedParameters>(comm_, plan_, config_.zero_optimization, params, *o.ledger, o.tier);
+  // offload_param: the shards in host memory or in NVMe swap files instead of with the module.
+  const OffloadDevice where = config_.zero_optimization.offload_param.device;
+  const Tier shard_tier = where == OffloadDevice::Nvme ? Tier::Nvme : where == OffloadDevice::Cpu ? Tier::Cpu : o.tier;
+  params_ = std::make_unique<ShardedParameters>(comm_, plan_, config_.zero_optimization, params, *o.ledger, shard_tier,
+                                                &config_.aio);
   coordinator_ = std::make_shared<ParamCoordinator>(*params_, *layers_, config_.zero_optimization);
   layers_->set_hooks(coordinator_);
   std::vector<torch::Tensor> tensors;
   for (size_t id = 0; id < params_->size(); ++id) tensors.push_back((*params_)[id].param);
   for (size_t g = 0; g < num_groups(); ++g) {
-    const int64_t n = params_->storage(g).numel();
+    const int64_t n = params_->layout(g).padded_numel;
     if (o.offload_gradients) {  // fp32 host partition, accumulated as buckets are reduced
       part_accum_.push_back(offload::host_zeros(n, torch::kFloat32, o.host));
       o.ledger->add(Tier::Cpu, MemKind::Grads, n * sizeof(float));
@@ -36,7 +40,7 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
       [this](size_t id) { coordinator_->param_done(id); });
   if (o.sub_group_steps > 0) {
     std::vector<int64_t> spans;
-    for (size_t g = 0; g < num_groups(); ++g) spans.push_back(params_->storage(g).numel());
+    for (size_t g = 0; g < num_groups(); ++g) spans.push_back(params_->layout(g).padded_numel);
     tracker_ = std::make_unique<SubGroupTracker>(spans, o.sub_group_steps, buckets_->buckets().size());
     for (size_t b = 0; b < buckets_->buckets().size(); ++b)
       for (const auto& e : buckets_->buckets()[b].entries) {
@@ -110,11 +114,16 @@ torch::Tensor ShardedStates::local_grads(size_t g) const {
 }
 
 void ShardedStates::write_back(const std::vector<torch::Tensor>& masters) {
-  torch::NoGradGuard no_grad;
-  for (size_t g = 0; g < num_groups(); ++g) {
-    const auto& mine = params_->storage(g);
-    if (mine.data_ptr() != masters[g].data_ptr()) mine.copy_(masters[g]);  // rounds to the model dtype
-  }
+  for (size_t g = 0; g < num_groups(); ++g) params_->write_range(g, 0, masters[g]);
+  finish_write_back();
+}
+
+void ShardedStates::write_back_range(size_t g, int64_t offset, const torch::Tensor& master) {
+  params_->write_range(g, offset, master);
+}
+
+void ShardedStates::finish_write_back() {
+  params_->finish_writes();
   // Whatever stays gathered (persistent, unlisted, held by a guard) must show the new values.
   std::vector<size_t> gathered;
   for (size_t id = 0; id < params_->size(); ++id)

@@ -23,10 +23,18 @@ class ShardedStates final : public ModelStates {
   void reduce_gradients() override {}
   size_t num_groups() const override { return params_->num_groups(); }
   const FlatGroup& local_layout(size_t g) const override { return params_->layout(g); }
-  torch::Tensor local_params(size_t g) const override { return params_->storage(g); }
+  torch::Tensor local_params(size_t g) const override { return params_->storage(g); }  // NVMe: read
+  torch::Tensor local_params_range(size_t g, int64_t offset, int64_t numel) const override {
+    return params_->read_range(g, offset, numel);
+  }
+  bool params_on_nvme() const override { return params_->tier() == Tier::Nvme; }
   torch::Tensor local_grads(size_t g) const override;
   bool partitioned() const override { return true; }
   void write_back(const std::vector<torch::Tensor>& masters) override;
+  void write_back_range(size_t g, int64_t offset, const torch::Tensor& master) override;
+  void finish_write_back() override;
+  std::optional<offload::ParamSwapStats> param_swap_stats() const override { return params_->swap_stats(); }
+  void reset_param_swap_stats() override { params_->reset_swap_stats(); }
   void zero_grads() override;
   int64_t numel() const override { return params_->numel(); }
   void hold(const std::vector<std::string>& names) override;

@@ -85,14 +85,14 @@ struct SharedDir {
   std::string path;
 };
 
-enum class Offload { None, Cpu, Nvme };
+enum class Offload { None, Cpu, Nvme, Infinity };  // Infinity: parameters on NVMe too
 struct Mode {
   int stage;
   Offload offload;
 };
 
 std::string mode_name(const Mode& m) {
-  static const char* const kOffload[] = {"", "_offload", "_nvme"};
+  static const char* const kOffload[] = {"", "_offload", "_nvme", "_infinity"};
   return fmt::format("stage{}{}", m.stage, kOffload[int(m.offload)]);
 }
 
@@ -105,6 +105,10 @@ TEST_P(Resume, EqualsUninterruptedBitwise) {
   const std::string off = offload == Offload::Cpu ? R"(, "offload_optimizer": {"device": "cpu"})"
                           : offload == Offload::Nvme
                               ? fmt::format(R"(, "sub_group_size": 7000, "offload_optimizer": {{"device": "nvme", "nvme_path": "{}"}})",
+                                            nvme_dir.string())
+                          : offload == Offload::Infinity
+                              ? fmt::format(R"(, "sub_group_size": 7000, "offload_optimizer": {{"device": "nvme", "nvme_path": "{0}"}},
+                                               "offload_param": {{"device": "nvme", "nvme_path": "{0}"}})",
                                             nvme_dir.string())
                               : std::string();
   const std::string zero = fmt::format(
@@ -154,7 +158,8 @@ TEST_P(Resume, EqualsUninterruptedBitwise) {
 INSTANTIATE_TEST_SUITE_P(Stages, Resume,
                          ::testing::Values(Mode{0, Offload::None}, Mode{1, Offload::None}, Mode{2, Offload::None},
                                            Mode{3, Offload::None}, Mode{1, Offload::Cpu}, Mode{2, Offload::Cpu},
-                                           Mode{3, Offload::Cpu}, Mode{2, Offload::Nvme}, Mode{3, Offload::Nvme}),
+                                           Mode{3, Offload::Cpu}, Mode{2, Offload::Nvme}, Mode{3, Offload::Nvme},
+                                           Mode{3, Offload::Infinity}),
                          [](const auto& info) { return mode_name(info.param); });
 
 TEST(CheckpointErrors, NameTheFileAndTheCause) {

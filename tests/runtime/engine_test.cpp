@@ -126,8 +126,6 @@ TEST(Engine, FeaturesNotBuiltYetAreRefusedByConfigPath) {
                         "zero_optimization.offload_optimizer");
   expect_error_mentions(R"(, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
                         "zero_optimization.offload_optimizer.ratio");
-  expect_error_mentions(R"(, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}})",
-                        "zero_optimization.offload_param");
 }
 
 TEST(Engine, Stage3WithoutALayerListNamesTheContract) {

@@ -7,6 +7,8 @@
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "zero/gathered_parameters.h"
@@ -147,10 +149,14 @@ TEST_P(EstimateMatchesEngine, EveryTierAndKind) {
   auto model = models::GPT2(models::GPT2Config::preset("tiny"));
   std::vector<int64_t> numels;
   for (const auto& p : model->parameters()) numels.push_back(p.numel());
+  std::string zero_keys = c.zero;  // "NVME": a swap folder of this world size's own
+  const auto nvme = std::filesystem::temp_directory_path() / fmt::format("ds_estimate_w{}", comm::launcher_world_size());
+  std::filesystem::create_directories(nvme);
+  for (size_t at; (at = zero_keys.find("NVME")) != std::string::npos;) zero_keys.replace(at, 4, nvme.string());
   auto engine = initialize(model, nlohmann::json::parse(fmt::format(R"({{
       "train_micro_batch_size_per_gpu": 1, "optimizer": {{"type": "AdamW"}} {},
       "zero_optimization": {{"stage": {}, "reduce_bucket_size": 5000, "stage3_param_persistence_threshold": 300 {}}} }})",
-                                                                      c.precision, c.stage, c.zero)));
+                                                                      c.precision, c.stage, zero_keys)));
   zero::EstimateInput in;
   in.param_numels = numels;
   in.world = engine.world_size();
@@ -173,7 +179,14 @@ INSTANTIATE_TEST_SUITE_P(
                       EstimateCase{3, R"(, "bf16": {"enabled": true})", ""},
                       EstimateCase{1, R"(, "fp16": {"enabled": true})", R"(, "offload_optimizer": {"device": "cpu"})"},
                       EstimateCase{2, R"(, "fp16": {"enabled": true})", R"(, "offload_optimizer": {"device": "cpu"})"},
-                      EstimateCase{3, "", R"(, "offload_optimizer": {"device": "cpu"})"}),
+                      EstimateCase{3, "", R"(, "offload_optimizer": {"device": "cpu"})"},
+                      // ZeRO-Infinity: shards, master and moments on the nvme tier, swap buffers on cpu.
+                      EstimateCase{3, R"(, "bf16": {"enabled": true})",
+                                   R"(, "offload_param": {"device": "nvme", "nvme_path": "NVME"},
+                                      "offload_optimizer": {"device": "nvme", "nvme_path": "NVME", "buffer_count": 9,
+                                                            "pipeline_read": true, "pipeline_write": true},
+                                      "sub_group_size": 7000)"},
+                      EstimateCase{3, "", R"(, "offload_param": {"device": "cpu"})"}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(Stage3Sharding, ReleasedParametersHoldOnlyAPlaceholder) {
