@@ -27,7 +27,7 @@ HEADS=${DS_INFINITY_HEADS:-20}
 SEQ=${DS_INFINITY_SEQ:-128}
 VOCAB=50257
 POS=1024
-RAM=$(awk '/MemTotal/ {printf "%d", $2 * 1024}' /proc/meminfo)
+RAM=$(awk '/MemTotal/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
 # GPT-2 parameters: V·C + P·C + L·(12·C² + 13·C) + 2·C; the fewest layers with 16 B/param >= 1.5 x RAM.
 LAYERS=${DS_INFINITY_LAYERS:-$(python3 -c "
 import math; C, V, P, ram = $EMBD, $VOCAB, $POS, $RAM
@@ -57,6 +57,7 @@ cat > "$CONFIG" <<EOF
   "wall_clock_breakdown": true,
   "bf16": {"enabled": true},
   "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.01}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-4, "warmup_num_steps": 1000}},
   "zero_optimization": {
     "stage": 3,
     "offload_param": {"device": "nvme", "nvme_path": "$DIR", "buffer_count": 4, "buffer_size": 1.3e8},

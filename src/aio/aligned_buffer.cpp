@@ -5,6 +5,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/host_alloc.h"
 
 namespace ds::aio {
 
@@ -12,7 +13,7 @@ AlignedBuffer::AlignedBuffer(int64_t bytes) {
   DS_ASSERT(bytes >= 0, "negative buffer size");
   if (bytes == 0) return;
   const int64_t cap = align_up(bytes);
-  void* p = std::aligned_alloc(static_cast<size_t>(kAlignment), static_cast<size_t>(cap));
+  void* p = alloc_host(static_cast<size_t>(cap), static_cast<size_t>(kAlignment));  // huge pages when large
   DS_CHECK(p != nullptr, OutOfMemory,
            "aio: cannot allocate a " + std::to_string(cap) + "-byte aligned I/O buffer");
   std::memset(p, 0, static_cast<size_t>(cap));

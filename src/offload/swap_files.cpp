@@ -27,10 +27,12 @@ SwapDirectory::SwapDirectory(const std::string& nvme_path, int zero_stage, int r
   // Another rank's engine going away removes the shared parents when it finds them empty, which
   // can happen between our mkdir and open: create them again and retry.
   for (int attempt = 0; lock_fd_ < 0; ++attempt) {
-    fs::create_directories(fs::path(path_).parent_path(), ec);
-    if (ec && (ec != std::errc::no_such_file_or_directory || attempt >= 100))
-      throw IoError("cannot create the swap folder \"" + fs::path(path_).parent_path().string() + "\": " + ec.message());
-    if (ec) continue;
+    const fs::path parent = fs::path(path_).parent_path();
+    fs::create_directories(parent, ec);
+    if (ec && !fs::is_directory(parent)) {  // racing another rank's mkdir or rmdir: try again
+      if (attempt >= 100) throw IoError("cannot create the swap folder \"" + parent.string() + "\": " + ec.message());
+      continue;
+    }
     lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock_fd_ < 0 && (errno != ENOENT || attempt >= 100))
       throw IoError("cannot open \"" + lock + "\": " + std::strerror(errno));

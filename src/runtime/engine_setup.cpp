@@ -22,6 +22,7 @@
 #include "util/system_info.h"
 #include "aio/nvme_path.h"
 #include "offload/host_memory.h"
+#include "offload/huge_pages.h"
 
 namespace ds {
 namespace {
@@ -130,7 +131,10 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
 void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
   reject_unbuilt_features(config_);
   device_ = pick_device();
-  if (device_.is_cpu()) configure_cpu_threads();
+  if (device_.is_cpu()) {
+    configure_cpu_threads();
+    if (auto line = offload::enable_huge_pages_for_cpu_tensors(); !line.empty()) log::info("{}", line);
+  }
   plan_ = resolve_dtype_plan(config_, device_);
 
   // Trainable parameters in model order, each distinct tensor once (shared ones under the first name).
