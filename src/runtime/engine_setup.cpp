@@ -109,6 +109,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
   monitor_ = MonitorMaster(monitor_options(config_, comm_->rank()));  // a bad output_path fails here
   setup_parameters(groups);
   setup_optimizer(groups);
+  states_->reset_param_swap_stats();  // the optimizer's initial reads of the parameters are not training traffic
   setup_schedule();
   scaler_ = config_.fp16.enabled ? precision::make_loss_scaler(config_.fp16, scaler_flavor(config_))
                                  : precision::make_unit_loss_scaler();
