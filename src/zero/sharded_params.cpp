@@ -234,7 +234,10 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(cons
   for (size_t k = 0; k < pending->ids.size(); ++k) {
     const ShardedParam& p = params_[pending->ids[k]];
     auto slot = pending->send.narrow(0, pending->offsets[k], p.shard.shard_size);
-    if (swapper_) pending->reads.push_back(swapper_->read_async(pending->ids[k], slot.data_ptr()));
+    if (swapper_) {
+      pending->swapper = swapper_.get();
+      pending->reads.push_back(swapper_->read_async(pending->ids[k], slot.data_ptr()));
+    }
     else slot.copy_(storage_[p.group].narrow(0, p.offset, p.shard.shard_size));
   }
   // On NVMe the all-gather starts when the reads have landed (finish).
@@ -247,7 +250,11 @@ void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
   if (!pending || pending->ids.empty()) return;
   const int world = comm_.size();
   if (swapper_) {
-    for (const auto& h : pending->reads) swapper_->wait_read(h);
+    while (!pending->reads.empty()) {  // popped first: each handle is waited exactly once
+      const aio::IoHandle h = pending->reads.back();
+      pending->reads.pop_back();
+      swapper_->wait_read(h);
+    }
     if (world > 1)
       pending->work = comm_.all_gather_async(as_buffer(pending->send), as_buffer(pending->recv), "gather_parameters");
   }

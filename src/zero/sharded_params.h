@@ -64,6 +64,19 @@ class ShardedParameters {
     torch::Tensor send, recv;      // [chunk] (a view of recv: in place), [world · chunk]; model dtype
     comm::Work work;
     std::vector<aio::IoHandle> reads;  // Nvme: shard reads into `send`, waited before the all-gather
+    offload::ParamSwapper* swapper = nullptr;
+    Pending() = default;
+    Pending(const Pending&) = delete;
+    Pending& operator=(const Pending&) = delete;
+    // A gather abandoned on an error path: the disk must stop writing into `recv` before it is freed.
+    ~Pending() {
+      for (const auto& h : reads) {
+        try {
+          swapper->wait_read(h);
+        } catch (...) {  // destructors never throw; the error was or will be reported elsewhere
+        }
+      }
+    }
   };
   // Starts gathering those of `ids` that are neither gathered nor already pending.
   std::unique_ptr<Pending> gather_async(const std::vector<size_t>& ids);
