@@ -1,4 +1,5 @@
 #include "zero/flat_params.h"
+#include "zero/partition.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +12,6 @@ namespace {
 
 constexpr int64_t kGradRegionAlignBytes = 64;
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 }  // namespace
 

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <numeric>
 
+#include "aio/aligned_buffer.h"
 #include "zero/gradient_buckets.h"
 #include "zero/partition.h"
 
 namespace ds::zero {
 namespace {
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 uint64_t size_of(torch::ScalarType t) { return c10::elementSize(t); }
 
 }  // namespace
@@ -105,7 +105,7 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
       const auto& off = z.offload_optimizer;
       const int64_t in_flight = 1 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0);
       const int64_t largest = std::min(z.sub_group_size > 0 ? z.sub_group_size : local, local);
-      const int64_t buffer = std::max<int64_t>(round_up(std::max<int64_t>(largest * 4, 1), 4096), 4096);
+      const int64_t buffer = aio::align_up(std::max<int64_t>(largest * 4, 1));  // as AlignedBuffer sizes it
       m.add(Tier::Cpu, MemKind::Buffers, uint64_t(in_flight * (1 + optimizer_state_count(c)) * buffer));
     }
   }

@@ -11,6 +11,9 @@
 
 namespace ds::zero {
 
+// x rounded up to a multiple of m (m > 0).
+inline constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 // The piece of one parameter that lies inside a rank's partition.
 struct Fragment {
   size_t slot = 0;            // index into FlatGroup::slots

@@ -22,8 +22,6 @@ std::string dtype_folder_name(torch::ScalarType t) {
   }
 }
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 }  // namespace
 
 ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& plan, const ZeroConfig& zero,
