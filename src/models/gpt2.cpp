@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "models/gpt2_hf.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -178,12 +179,12 @@ torch::Tensor GPT2Impl::forward(const torch::Tensor& idx, const torch::Tensor& t
   return lm_loss(forward(idx), targets);
 }
 
-torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  const auto dtype = logits.scalar_type();
-  const bool low_precision = dtype == torch::kHalf || dtype == torch::kBFloat16;
-  auto flat = logits.reshape({-1, logits.size(-1)});  // [B·T, V]
-  if (low_precision) flat = flat.to(torch::kFloat);
-  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
+nlohmann::json GPT2Impl::hf_config() const { return hf_config_json(config_); }
+
+bool GPT2Impl::hf_transposed(const std::string& name) const { return is_conv1d_weight(name); }
+
+bool GPT2Impl::hf_ignorable(const std::string& name) const {
+  return name == "lm_head.weight" || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
 }
 
 }  // namespace ds::models

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "models/causal_lm.h"
 #include "models/gpt2_config.h"
 #include "nn/layer_list.h"
 
@@ -66,7 +67,7 @@ TORCH_MODULE(GPT2Transformer);
 
 // Call it as model->forward(...): with two forward overloads, LibTorch 1.13's ModuleHolder
 // operator() (model(idx)) and AnyModule/Sequential cannot deduce which forward to use.
-class GPT2Impl : public torch::nn::Module {
+class GPT2Impl : public CausalLM {
  public:
   // Validates the config (ds::ConfigError) and initialises weights GPT-2 style from torch's
   // global generator: call torch::manual_seed(s) first for a deterministic model.
@@ -74,15 +75,22 @@ class GPT2Impl : public torch::nn::Module {
 
   // idx int64 [B,T], T ≤ n_positions → logits [B,T,V] in the parameters' dtype.
   // Runs layers().forward(idx): one code path for the plain and the layer-walking engines.
-  torch::Tensor forward(const torch::Tensor& idx);
+  torch::Tensor forward(const torch::Tensor& idx) override;
   // Mean cross-entropy of the logits against targets int64 [B,T] (entries equal to -100 are
   // ignored, as in torch and Hugging Face) → scalar; computed in fp32 for 16-bit parameters.
-  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& targets);
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& targets) override;
 
   // "embed" (wte(idx) + wpe(pos)), "h.0".."h.{L-1}", "head" (ln_f, then x @ wte.weightᵀ).
-  const ds::nn::LayerList& layers() const { return layers_; }
+  const ds::nn::LayerList& layers() const override { return layers_; }
   // Mutable access for installing LayerHooks (stage 3); do not add layers to a model's list.
-  ds::nn::LayerList& layers() { return layers_; }
+  ds::nn::LayerList& layers() override { return layers_; }
+
+  std::string model_type() const override { return "gpt2"; }
+  nlohmann::json hf_config() const override;  // hf_config_json(config()) (gpt2_hf.h)
+  bool hf_transposed(const std::string& name) const override;  // the Conv1D weights
+  bool hf_ignorable(const std::string& name) const override;   // lm_head, attention-mask buffers
+  std::string describe() const override { return config_.describe(); }
+  std::string hf_base_prefix() const override { return "transformer."; }
 
   const GPT2Config& config() const { return config_; }
 
@@ -96,8 +104,5 @@ class GPT2Impl : public torch::nn::Module {
   ds::nn::LayerList layers_;
 };
 TORCH_MODULE(GPT2);
-
-// Mean cross-entropy of logits [B,T,V] against targets [B,T]; upcasts 16-bit logits to fp32.
-torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 
 }  // namespace ds::models

@@ -1,0 +1,29 @@
+#include "models/attention.h"
+
+#include <limits>
+
+namespace ds::models {
+
+torch::Tensor causal_mask(int64_t t, std::optional<int64_t> sliding_window, torch::Device device) {
+  auto i = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(device)).unsqueeze(1);  // query
+  auto j = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(device)).unsqueeze(0);  // key
+  auto blocked = j > i;
+  if (sliding_window) blocked = blocked.logical_or(j <= i - *sliding_window);
+  return blocked;
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                               std::optional<int64_t> sliding_window) {
+  const int64_t b = k.size(0), hkv = k.size(1), t = k.size(2), d = k.size(3);
+  const int64_t rep = q.size(1) / hkv;
+  auto repeat_kv = [&](const torch::Tensor& z) {
+    if (rep == 1) return z;
+    return z.unsqueeze(2).expand({b, hkv, rep, t, d}).reshape({b, hkv * rep, t, d});
+  };
+  auto scores = torch::matmul(q, repeat_kv(k).transpose(2, 3)) * scale;  // [B,H,T,T]
+  scores = scores.masked_fill(causal_mask(t, sliding_window, q.device()), -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
+  return torch::matmul(probs, repeat_kv(v));  // [B,H,T,D]
+}
+
+}  // namespace ds::models

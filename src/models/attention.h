@@ -1,0 +1,21 @@
+// Causal scaled-dot-product attention as Hugging Face's eager path computes it, shared by the
+// Llama family and OPT: grouped-query heads (repeat_kv), an optional sliding window, softmax in fp32.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace ds::models {
+
+// q [B,H,T,D], k and v [B,Hkv,T,D] with H a multiple of Hkv (query head h reads kv head
+// h / (H/Hkv)) → [B,H,T,D]. Query t attends to keys j ≤ t, and with a window W only to
+// t − W < j (W keys including itself: transformers' sliding_window_overlay).
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                               std::optional<int64_t> sliding_window = std::nullopt);
+
+// [T,T] bool, true where query i may NOT attend to key j (the causal and window rule above).
+torch::Tensor causal_mask(int64_t t, std::optional<int64_t> sliding_window, torch::Device device);
+
+}  // namespace ds::models

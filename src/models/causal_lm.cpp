@@ -1,0 +1,65 @@
+#include "models/causal_lm.h"
+
+#include "util/error.h"
+
+namespace ds::models {
+
+torch::Tensor CausalLM::forward(const torch::Tensor& idx, const torch::Tensor& targets) {
+  DS_CHECK(targets.defined() && idx.defined() && targets.sizes() == idx.sizes(), Error,
+           model_type() + ": targets " + (targets.defined() ? shape_str(targets.sizes()) : std::string("undefined")) +
+               " must have the shape of the inputs " + (idx.defined() ? shape_str(idx.sizes()) : std::string("undefined")));
+  return lm_loss(forward(idx), targets);
+}
+
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const auto dtype = logits.scalar_type();
+  const bool low_precision = dtype == torch::kHalf || dtype == torch::kBFloat16;
+  auto flat = logits.reshape({-1, logits.size(-1)});  // [B·T, V]
+  if (low_precision) flat = flat.to(torch::kFloat);
+  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));  // ignore_index -100
+}
+
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  DS_CHECK(logits.dim() == 3 && labels.dim() == 2 && logits.size(0) == labels.size(0) &&
+               logits.size(1) == labels.size(1),
+           Error,
+           "causal_lm_loss: logits " + shape_str(logits.sizes()) + " and labels " + shape_str(labels.sizes()) +
+               " must be [B,T,V] and [B,T]");
+  const int64_t t = logits.size(1);
+  using torch::indexing::Slice;
+  return lm_loss(logits.index({Slice(), Slice(0, t - 1)}), labels.index({Slice(), Slice(1, t)}));
+}
+
+std::vector<std::string> prefixed_param_names(torch::nn::Module& m, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& item : m.named_parameters(/*recurse=*/true)) names.push_back(prefix + item.key());
+  return names;
+}
+
+void check_token_ids(const torch::Tensor& idx, int64_t vocab_size, int64_t max_positions, const std::string& who) {
+  DS_CHECK(idx.defined() && idx.dim() == 2, Error,
+           who + ": expected token ids of shape [batch, seq], got " +
+               (idx.defined() ? shape_str(idx.sizes()) : std::string("an undefined tensor")));
+  DS_CHECK(idx.scalar_type() == torch::kLong, Error,
+           who + ": token ids must be int64, got " + c10::toString(idx.scalar_type()));
+  const int64_t t = idx.size(1);
+  DS_CHECK(t >= 1, Error, who + ": empty sequence (seq length 0)");
+  DS_CHECK(max_positions <= 0 || t <= max_positions, Error,
+           who + ": sequence length " + std::to_string(t) + " exceeds max_position_embeddings " +
+               std::to_string(max_positions) + " (use a shorter seq_len)");
+  if (idx.device().is_cpu() && idx.numel() > 0) {
+    const int64_t lo = idx.min().item<int64_t>();
+    const int64_t hi = idx.max().item<int64_t>();
+    DS_CHECK(lo >= 0 && hi < vocab_size, Error,
+             who + ": token id " + std::to_string(lo < 0 ? lo : hi) + " outside [0, vocab_size = " +
+                 std::to_string(vocab_size) + ")");
+  }
+}
+
+std::string shape_str(torch::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t d = 0; d < sizes.size(); ++d) s += (d ? "," : "") + std::to_string(sizes[d]);
+  return s + "]";
+}
+
+}  // namespace ds::models

@@ -1,0 +1,147 @@
+// Llama-family modules, HF initialisation, and the LayerList that is the model's forward path.
+#include "models/llama.h"
+
+#include <cmath>
+
+#include "models/attention.h"
+#include "util/error.h"
+
+namespace ds::models {
+namespace {
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+// HF's padding_idx: a negative pad_token_id counts from the end, as torch.nn.Embedding does.
+std::optional<int64_t> padding_row(const std::optional<int64_t>& pad, int64_t vocab) {
+  if (!pad) return std::nullopt;
+  return *pad < 0 ? *pad + vocab : *pad;
+}
+
+}  // namespace
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  auto h = x.to(torch::kFloat);
+  auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  h = h * torch::rsqrt(variance + eps_);
+  return weight * h.to(x.scalar_type());
+}
+
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
+    : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+  q_proj = register_module("q_proj", linear(c.hidden_size, heads_ * head_dim_, c.qkv_bias));
+  k_proj = register_module("k_proj", linear(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
+  v_proj = register_module("v_proj", linear(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
+  o_proj = register_module("o_proj", linear(heads_ * head_dim_, c.hidden_size, c.o_bias));
+}
+
+torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                                          std::optional<int64_t> sliding_window) {
+  const int64_t b = x.size(0), t = x.size(1);
+  auto heads = [&](const torch::Tensor& z, int64_t n) { return z.view({b, t, n, head_dim_}).transpose(1, 2); };
+  auto q = apply_rotary(heads(q_proj(x), heads_), cos, sin);     // [B,H,T,D]
+  auto k = apply_rotary(heads(k_proj(x), kv_heads_), cos, sin);  // [B,Hkv,T,D]
+  auto v = heads(v_proj(x), kv_heads_);
+  auto y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)), sliding_window);
+  return o_proj(y.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+}
+
+LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& c) {
+  gate_proj = register_module("gate_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
+  up_proj = register_module("up_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
+  down_proj = register_module("down_proj", linear(c.intermediate_size, c.hidden_size, c.mlp_bias));
+}
+
+torch::Tensor LlamaMLPImpl::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& c, int64_t index) : window_(c.window_of_layer(index)) {
+  // HF's registration order: self_attn, mlp, input_layernorm, post_attention_layernorm.
+  self_attn = register_module("self_attn", LlamaAttention(c));
+  mlp = register_module("mlp", LlamaMLP(c));
+  input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+  post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, RotaryEmbedding& rope) {
+  auto [cos, sin] = rope.cos_sin(x.size(1), x.scalar_type(), x.device());
+  auto h = x + self_attn->forward(input_layernorm(x), cos, sin, window_);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+LlamaModelImpl::LlamaModelImpl(const LlamaConfig& c) {
+  auto opts = torch::nn::EmbeddingOptions(c.vocab_size, c.hidden_size);
+  if (auto pad = padding_row(c.pad_token_id, c.vocab_size)) opts.padding_idx(*pad);
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(opts));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(LlamaDecoderLayer(c, i));
+  norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+LlamaImpl::LlamaImpl(LlamaConfig config, bool random_init) : config_(std::move(config)) {
+  config_.validate();
+  model = register_module("model", LlamaModel(config_));
+  if (!config_.tie_word_embeddings)
+    lm_head = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size, false));
+  rope_ = std::make_shared<RotaryEmbedding>(config_.head_dim, config_.rope_theta, config_.rope_scaling,
+                                            config_.max_position_embeddings);
+  if (random_init) init_weights();
+  build_layers();
+}
+
+void LlamaImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    if (name.ends_with(".bias")) p.zero_();
+    else if (name.ends_with("norm.weight")) p.fill_(1.0);
+    else p.normal_(0.0, config_.initializer_range);
+  }
+  if (auto pad = padding_row(config_.pad_token_id, config_.vocab_size)) model->embed_tokens->weight[*pad].zero_();
+}
+
+void LlamaImpl::build_layers() {
+  // The lambdas hold shared module handles, so they stay valid when parameters move or change dtype.
+  auto embed = model->embed_tokens.ptr();
+  const int64_t vocab = config_.vocab_size;
+  const int64_t pad = padding_row(config_.pad_token_id, vocab).value_or(-1);
+  const std::string who = config_.model_type;
+  layers_.add(
+      "embed",
+      [embed, vocab, pad, who](const torch::Tensor& idx) {
+        check_token_ids(idx, vocab, 0, who);
+        return torch::embedding(embed->weight, idx, pad);  // [B,T,C]; no gradient into the pad row
+      },
+      {"model.embed_tokens.weight"});
+
+  auto rope = rope_;
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    auto layer = model->layers->ptr<LlamaDecoderLayerImpl>(static_cast<size_t>(i));
+    const std::string name = "layers." + std::to_string(i);
+    layers_.add(
+        name, [layer, rope](const torch::Tensor& x) { return layer->forward(x, *rope); },
+        prefixed_param_names(*layer, "model." + name + "."));
+  }
+
+  auto norm = model->norm.ptr();
+  std::vector<std::string> head_params = {"model.norm.weight"};
+  std::shared_ptr<torch::nn::LinearImpl> head = lm_head ? lm_head.ptr() : nullptr;
+  head_params.push_back(head ? "lm_head.weight" : "model.embed_tokens.weight");
+  layers_.add(
+      "head",
+      [norm, head, embed](const torch::Tensor& x) {
+        return torch::linear(norm->forward(x), head ? head->weight : embed->weight);  // [B,T,V]
+      },
+      std::move(head_params));
+}
+
+torch::Tensor LlamaImpl::forward(const torch::Tensor& idx) { return layers_.forward(idx); }
+
+}  // namespace ds::models

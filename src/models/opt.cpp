@@ -1,0 +1,145 @@
+// OPT modules, HF initialisation, and the LayerList that is the model's forward path.
+#include "models/opt.h"
+
+#include <cmath>
+
+#include "models/attention.h"
+#include "util/error.h"
+
+namespace ds::models {
+namespace {
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+torch::nn::LayerNorm layer_norm(const OPTConfig& c) {
+  return torch::nn::LayerNorm(
+      torch::nn::LayerNormOptions({c.hidden_size}).eps(1e-5).elementwise_affine(c.layer_norm_elementwise_affine));
+}
+
+std::optional<int64_t> padding_row(const std::optional<int64_t>& pad, int64_t vocab) {
+  if (!pad) return std::nullopt;
+  return *pad < 0 ? *pad + vocab : *pad;
+}
+
+}  // namespace
+
+OPTAttentionImpl::OPTAttentionImpl(const OPTConfig& c) : heads_(c.num_attention_heads) {
+  k_proj = register_module("k_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
+  v_proj = register_module("v_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
+  q_proj = register_module("q_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
+  out_proj = register_module("out_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
+}
+
+torch::Tensor OPTAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t b = x.size(0), t = x.size(1), c = x.size(2), d = c / heads_;
+  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, heads_, d}).transpose(1, 2); };
+  auto y = causal_attention(heads(q_proj(x)), heads(k_proj(x)), heads(v_proj(x)),
+                            1.0 / std::sqrt(static_cast<double>(d)));
+  return out_proj(y.transpose(1, 2).reshape({b, t, c}));
+}
+
+OPTDecoderLayerImpl::OPTDecoderLayerImpl(const OPTConfig& c) : pre_ln_(c.do_layer_norm_before) {
+  self_attn = register_module("self_attn", OPTAttention(c));
+  self_attn_layer_norm = register_module("self_attn_layer_norm", layer_norm(c));
+  fc1 = register_module("fc1", linear(c.hidden_size, c.ffn_dim, c.enable_bias));
+  fc2 = register_module("fc2", linear(c.ffn_dim, c.hidden_size, c.enable_bias));
+  final_layer_norm = register_module("final_layer_norm", layer_norm(c));
+}
+
+torch::Tensor OPTDecoderLayerImpl::forward(const torch::Tensor& x) {
+  auto h = x + self_attn->forward(pre_ln_ ? self_attn_layer_norm(x) : x);
+  if (!pre_ln_) h = self_attn_layer_norm(h);
+  auto out = h + fc2(torch::relu(fc1(pre_ln_ ? final_layer_norm(h) : h)));
+  return pre_ln_ ? out : final_layer_norm(out);
+}
+
+OPTDecoderImpl::OPTDecoderImpl(const OPTConfig& c) {
+  auto opts = torch::nn::EmbeddingOptions(c.vocab_size, c.word_embed_proj_dim);
+  if (auto pad = padding_row(c.pad_token_id, c.vocab_size)) opts.padding_idx(*pad);
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(opts));
+  embed_positions = register_module(
+      "embed_positions", torch::nn::Embedding(c.max_position_embeddings + OPTConfig::kPositionOffset, c.hidden_size));
+  if (c.has_projections()) {
+    project_out = register_module("project_out", linear(c.hidden_size, c.word_embed_proj_dim, false));
+    project_in = register_module("project_in", linear(c.word_embed_proj_dim, c.hidden_size, false));
+  }
+  if (c.has_final_layer_norm()) final_layer_norm = register_module("final_layer_norm", layer_norm(c));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(OPTDecoderLayer(c));
+}
+
+OPTModelImpl::OPTModelImpl(const OPTConfig& c) { decoder = register_module("decoder", OPTDecoder(c)); }
+
+OPTImpl::OPTImpl(OPTConfig config, bool random_init) : config_(std::move(config)) {
+  config_.validate();
+  model = register_module("model", OPTModel(config_));
+  if (!config_.tie_word_embeddings)
+    lm_head = register_module("lm_head", linear(config_.word_embed_proj_dim, config_.vocab_size, false));
+  if (random_init) init_weights();
+  build_layers();
+}
+
+void OPTImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    const bool norm = name.find("layer_norm.") != std::string::npos;
+    if (name.ends_with(".bias")) p.zero_();
+    else if (norm) p.fill_(1.0);
+    else p.normal_(0.0, config_.init_std);
+  }
+  if (auto pad = padding_row(config_.pad_token_id, config_.vocab_size))
+    model->decoder->embed_tokens->weight[*pad].zero_();
+}
+
+void OPTImpl::build_layers() {
+  auto dec = model->decoder.ptr();
+  const std::string pre = "model.decoder.";
+  const int64_t vocab = config_.vocab_size, max_pos = config_.max_position_embeddings;
+  const int64_t pad = padding_row(config_.pad_token_id, vocab).value_or(-1);
+
+  std::vector<std::string> embed_params = {pre + "embed_tokens.weight", pre + "embed_positions.weight"};
+  if (dec->project_in) embed_params.push_back(pre + "project_in.weight");
+  layers_.add(
+      "embed",
+      [dec, vocab, max_pos, pad](const torch::Tensor& idx) {
+        check_token_ids(idx, vocab, max_pos, "opt");
+        auto x = torch::embedding(dec->embed_tokens->weight, idx, pad);  // [B,T,E]
+        if (dec->project_in) x = dec->project_in(x);                     // [B,T,C]
+        // No padding mask: positions 0..T-1, stored at rows 2..T+1 (OPT's offset).
+        auto pos = torch::arange(idx.size(1), idx.options()) + OPTConfig::kPositionOffset;
+        return x + dec->embed_positions(pos);
+      },
+      std::move(embed_params));
+
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    auto layer = dec->layers->ptr<OPTDecoderLayerImpl>(static_cast<size_t>(i));
+    const std::string name = "layers." + std::to_string(i);
+    layers_.add(
+        name, [layer](const torch::Tensor& x) { return layer->forward(x); },
+        prefixed_param_names(*layer, pre + name + "."));
+  }
+
+  std::vector<std::string> head_params;
+  if (dec->final_layer_norm) {
+    for (auto& n : prefixed_param_names(*dec->final_layer_norm, pre + "final_layer_norm.")) head_params.push_back(n);
+  }
+  if (dec->project_out) head_params.push_back(pre + "project_out.weight");
+  std::shared_ptr<torch::nn::LinearImpl> head = lm_head ? lm_head.ptr() : nullptr;
+  head_params.push_back(head ? "lm_head.weight" : pre + "embed_tokens.weight");
+  layers_.add(
+      "head",
+      [dec, head](const torch::Tensor& x) {
+        auto h = dec->final_layer_norm ? dec->final_layer_norm(x) : x;
+        if (dec->project_out) h = dec->project_out(h);
+        return torch::linear(h, head ? head->weight : dec->embed_tokens->weight);  // [B,T,V]
+      },
+      std::move(head_params));
+}
+
+torch::Tensor OPTImpl::forward(const torch::Tensor& idx) { return layers_.forward(idx); }
+
+}  // namespace ds::models
