@@ -17,6 +17,7 @@
 
 #include "config/loader.h"
 #include "config/report.h"
+#include "config/support.h"
 #include "optim/simd_path.h"
 #include "util/error.h"
 #include "util/system_info.h"
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto cfg = ds::load_config_file(config_path, world_size);
+    ds::check_device_support(cfg, torch::cuda::is_available());  // what this machine's engine would refuse
     std::printf("%s", json ? (ds::render_config_report_json(cfg) + "\n").c_str()
                            : ds::render_config_report(cfg).c_str());
     return 0;

@@ -1,10 +1,13 @@
 // Config text → JSON: comments allowed, duplicate keys rejected (as DeepSpeed's loader does),
-// syntax errors reported with line and column.
+// syntax errors, nesting past kMaxJsonDepth and numbers too large for a double reported with the
+// line and column.
 #include "config/json_parse.h"
 
+#include <memory>
 #include <set>
 #include <vector>
 
+#include "config/json_scan.h"
 #include "util/error.h"
 
 namespace ds {
@@ -12,10 +15,12 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Tracks where the parser is, so a duplicate key can be named by its full path.
-class DuplicateKeyCheck {
+// Tracks where the parser is, so a duplicate key can be named by its full path. The state is
+// shared with the caller (the parser keeps a copy of the callback), which names the key whose
+// number overflowed after the parser has thrown.
+class KeyTracker {
  public:
-  explicit DuplicateKeyCheck(std::string origin) : origin_(std::move(origin)) {}
+  explicit KeyTracker(std::string origin) : origin_(std::move(origin)) {}
 
   bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
     switch (event) {
@@ -40,18 +45,7 @@ class DuplicateKeyCheck {
     return true;
   }
 
- private:
-  struct Frame {
-    bool is_object;
-    std::set<std::string> keys;
-    std::string key;
-    size_t index = 0;
-  };
-
-  void element_done() {
-    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().index;
-  }
-
+  // The JSON path of the value being read ("optimizer.params.lr", "x[2]").
   std::string path() const {
     std::string p;
     for (const Frame& f : frames_) {
@@ -66,15 +60,49 @@ class DuplicateKeyCheck {
     return p;
   }
 
+ private:
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string key;
+    size_t index = 0;
+  };
+
+  void element_done() {
+    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().index;
+  }
+
   std::string origin_;
   std::vector<Frame> frames_;
 };
 
+std::string at_text(const std::string& origin, size_t line, size_t column) {
+  return origin + ": line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
 }  // namespace
 
 Json parse_config_json(const std::string& text, const std::string& origin) {
+  // Nesting first: the parser and every later walk over the value recurse once per level, so
+  // 100,000 nested arrays would overflow the stack (a SIGSEGV) before any message.
+  if (const auto deep = config_detail::find_nesting_deeper_than(text, config_detail::kMaxJsonDepth)) {
+    throw ConfigError("", at_text(origin, deep->line, deep->column) + ": arrays and objects nested deeper than " +
+                              std::to_string(config_detail::kMaxJsonDepth) +
+                              " levels (the limit; a DeepSpeed config nests fewer than 10)");
+  }
+  auto tracker = std::make_shared<KeyTracker>(origin);
   try {
-    return Json::parse(text, DuplicateKeyCheck(origin), /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    return Json::parse(
+        text, [tracker](int depth, Json::parse_event_t event, Json& parsed) { return (*tracker)(depth, event, parsed); },
+        /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const Json::out_of_range& e) {
+    // nlohmann's "number overflow" (1e400) has no position: find the literal, name the key.
+    const auto number = config_detail::find_overflowing_number(text);
+    const std::string key = tracker->path();
+    if (!number) throw ConfigError(key, origin + ": " + e.what());
+    throw ConfigError("", at_text(origin, number->at.line, number->at.column) + ": " + (key.empty() ? "" : key + ": ") +
+                              "number out of range for a double: " + number->text +
+                              " (the largest double is about 1.8e308)");
   } catch (const Json::parse_error& e) {
     // e.byte is the 1-based offset of the last character read.
     const size_t at = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
@@ -89,6 +117,8 @@ Json parse_config_json(const std::string& text, const std::string& origin) {
     if (colon != std::string::npos) reason = reason.substr(colon + 2);
     throw ConfigError("", origin + ": invalid JSON at line " + std::to_string(line) + ", column " +
                               std::to_string(column) + ": " + reason);
+  } catch (const Json::exception& e) {  // any other parser failure: still a ConfigError naming the file
+    throw ConfigError("", origin + ": invalid JSON: " + e.what());
   }
 }
 

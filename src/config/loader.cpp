@@ -36,6 +36,7 @@ Config load_config_json(const Json& root, int world_size, const std::string& ori
   config_detail::parse_unsupported(top);
   top.finish();
   config_detail::validate_config(ctx, cfg);
+  config_detail::warn_about_auto_values(ctx);
 
   cfg.warnings = std::move(ctx.warnings);
   cfg.resolved.reserve(ctx.resolved.size());

@@ -7,12 +7,23 @@
 namespace ds::config_detail {
 namespace {
 
+// 2^127 is the largest power of two fp32 holds.
+constexpr int64_t kMaxInitialScalePower = 127;
+
 void parse_fp16(SectionReader& top, Fp16Config& c) {
   SectionReader s(top.ctx(), top.raw("fp16"), "fp16", UnknownKeys::Warn);
   s.read("enabled", c.enabled);
   s.read("auto_cast", c.auto_cast);
-  s.read("loss_scale", c.loss_scale, kNonNegativeReal);
-  s.read("initial_scale_power", c.initial_scale_power, IntRange{0, 1000});
+  s.read("loss_scale", c.loss_scale, kNonNegativeReal);  // beyond fp32's range is refused by the reader
+  if (s.read("initial_scale_power", c.initial_scale_power, kNonNegative) &&
+      c.initial_scale_power > kMaxInitialScalePower) {
+    // 2^128 is inf in fp32: every step would overflow and be skipped, silently.
+    throw ConfigError(s.key_path("initial_scale_power"),
+                      std::to_string(c.initial_scale_power) + " is above the limit " +
+                          std::to_string(kMaxInitialScalePower) +
+                          ": the dynamic loss scale starts at 2^initial_scale_power, which must be a finite fp32 "
+                          "(2^128 and above are inf); DeepSpeed's default is 16");
+  }
   s.read("loss_scale_window", c.loss_scale_window, kPositive);
   s.read("hysteresis", c.hysteresis, kPositive);
   s.read("consecutive_hysteresis", c.consecutive_hysteresis);

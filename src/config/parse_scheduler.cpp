@@ -38,8 +38,10 @@ SchedulerType parse_type(const Json* v, Source src) {
 
 void require(SectionReader& p, const char* key, const std::string& type) {
   if (!p.given(key)) {
-    throw ConfigError(p.key_path(key), std::string(p.source_of(key) == Source::Auto ? "\"auto\" has no default"
-                                                                                     : "missing") +
+    throw ConfigError(p.key_path(key), std::string(p.source_of(key) == Source::Auto
+                                                       ? "\"auto\" has no default (Hugging Face's Trainer fills it in; "
+                                                         "without it, set the value)"
+                                                       : "missing") +
                                            "; " + type + " requires it (DeepSpeed's constructor has no default)");
   }
 }
@@ -125,6 +127,15 @@ void parse_scheduler(SectionReader& top, Config& cfg) {
   top.ctx().record("scheduler.type", to_string(sc.type), Source::File);
   SectionReader p(top.ctx(), sec.raw("params"), "scheduler.params", UnknownKeys::Error);
   read_params(p, sc.type, sc.params);
+  if (sc.type == SchedulerType::WarmupLR || sc.type == SchedulerType::WarmupDecayLR) {
+    // "auto" as Hugging Face's integration fills it: warmup_min_lr 0, warmup_max_lr the optimizer's lr.
+    top.ctx().auto_meaningful.insert(p.key_path("warmup_min_lr"));
+    if (p.source_of("warmup_max_lr") == Source::Auto && cfg.optimizer) {
+      sc.params.warmup_max_lr = cfg.optimizer->params.lr;
+      top.ctx().record(p.key_path("warmup_max_lr"), sc.params.warmup_max_lr, Source::Auto);
+      top.ctx().auto_meaningful.insert(p.key_path("warmup_max_lr"));
+    }
+  }
   p.finish("not a parameter of the " + to_string(sc.type) +
            " schedule (DeepSpeed passes params to its constructor, which rejects unknown ones)");
   sec.finish();

@@ -23,6 +23,9 @@ void parse_unsupported(SectionReader& top);                             // known
 // Rules that span sections (fp16 with bf16, amp with ZeRO, ...), run after every section is read.
 void validate_config(ParseContext& ctx, Config& cfg);
 
+// One warning listing every "auto" that took a default (those with a meaning were resolved already).
+void warn_about_auto_values(ParseContext& ctx);
+
 // "<path> is parsed but not supported by deepspeed.cpp yet; ignored" (+ detail).
 void warn_unsupported(ParseContext& ctx, const std::string& path, const std::string& detail = "");
 

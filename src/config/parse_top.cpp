@@ -16,8 +16,28 @@ void parse_batch(SectionReader& top, int world_size, Config& cfg) {
   static constexpr const char* kKeys[3] = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                            "gradient_accumulation_steps"};
   std::optional<int64_t> given[3];
-  for (int i = 0; i < 3; ++i) top.read(kKeys[i], given[i]);  // any integer: the triple checks signs
-  const BatchTriple b = resolve_batch_triple(given[0], given[1], given[2], world_size);
+  for (int i = 0; i < 3; ++i) {
+    // Beyond int64 (1e19, 2^64 - 1) is above the batch limit too: say that, not "expected an integer".
+    const Json* v = top.take(kKeys[i]);
+    if (v != nullptr && v->is_number() && !as_integer(*v) && v->get<double>() > static_cast<double>(kMaxBatchSize))
+      throw ConfigError(kKeys[i], batch_size_limit_message(show(*v)));
+    top.read(kKeys[i], given[i]);  // any integer: the triple checks signs and the limit
+  }
+  BatchTriple b;
+  try {
+    b = resolve_batch_triple(given[0], given[1], given[2], world_size);
+  } catch (const ConfigError& e) {
+    // "auto" batch keys are Hugging Face's Trainer's to fill (from per_device_train_batch_size and
+    // gradient_accumulation_steps); without it only the ones derivable from the others resolve.
+    std::string autos;
+    for (const char* k : kKeys) {
+      if (top.source_of(k) == Source::Auto) autos += (autos.empty() ? "" : ", ") + std::string(k);
+    }
+    if (autos.empty()) throw;
+    throw ConfigError(e.path(), std::string(e.what()).substr(e.path().empty() ? 0 : e.path().size() + 2) + " (" +
+                                    autos + " \"auto\": Hugging Face's Trainer fills these in; without it, give "
+                                    "train_micro_batch_size_per_gpu and gradient_accumulation_steps)");
+  }
   cfg.train_batch_size = b.train_batch_size;
   cfg.train_micro_batch_size_per_gpu = b.train_micro_batch_size_per_gpu;
   cfg.gradient_accumulation_steps = b.gradient_accumulation_steps;
@@ -25,6 +45,7 @@ void parse_batch(SectionReader& top, int world_size, Config& cfg) {
   const int64_t resolved[3] = {b.train_batch_size, b.train_micro_batch_size_per_gpu, b.gradient_accumulation_steps};
   for (int i = 0; i < 3; ++i) {
     const Source src = top.source_of(kKeys[i]);
+    top.ctx().auto_meaningful.insert(kKeys[i]);  // "auto" = derived from the others, as HF's integration does
     top.ctx().record(kKeys[i], resolved[i], given[i] ? Source::File : src == Source::Auto ? Source::Auto : Source::Derived);
   }
 }

@@ -133,6 +133,7 @@ void parse_zero(SectionReader& top, Config& cfg) {
   std::optional<bool> overlap;
   z.read("overlap_comm", overlap);
   c.overlap_comm = overlap.value_or(c.stage == 3);  // DeepSpeed's None: on for stage 3 only
+  z.ctx().auto_meaningful.insert(z.key_path("overlap_comm"));  // "auto" = DeepSpeed's None: derived
   if (!overlap) {
     const Source src = z.source_of("overlap_comm");
     z.ctx().record(z.key_path("overlap_comm"), c.overlap_comm, src == Source::Auto ? Source::Auto : Source::Derived);
@@ -148,7 +149,7 @@ void parse_zero(SectionReader& top, Config& cfg) {
   z.read("max_live_parameters", c.max_live_parameters, kNonNegative);
   z.read("max_reuse_distance", c.max_reuse_distance, kNonNegative);
   z.read("gather_16bit_weights_on_model_save", c.gather_16bit_weights_on_model_save);
-  z.read("module_granularity_threshold", c.module_granularity_threshold);
+  z.read("module_granularity_threshold", c.module_granularity_threshold, kNonNegative);
   z.read("use_all_reduce_for_fetch_params", c.use_all_reduce_for_fetch_params);
   z.read("allgather_sequential", c.allgather_sequential);
   z.read("ignore_unused_parameters", c.ignore_unused_parameters);
@@ -159,7 +160,7 @@ void parse_zero(SectionReader& top, Config& cfg) {
   z.read("zero_quantized_nontrainable_weights", c.zero_quantized_nontrainable_weights);
   z.read("zero_quantized_gradients", c.zero_quantized_gradients);
   parse_loco(z, c.zeropp_loco_param);
-  z.read("mics_shard_size", c.mics_shard_size);
+  z.read("mics_shard_size", c.mics_shard_size, IntRange{-1});  // -1: off
   z.read("mics_hierarchical_params_gather", c.mics_hierarchical_params_gather);
   z.read("memory_efficient_linear", c.memory_efficient_linear);
   z.read("pipeline_loading_checkpoint", c.pipeline_loading_checkpoint);
@@ -201,10 +202,6 @@ void parse_zero(SectionReader& top, Config& cfg) {
     throw ConfigError(z.key_path("offload_optimizer.ratio"),
                       Json(c.offload_optimizer.ratio).dump() +
                           ": Partial offloading only supported for ZeRO Stage 3 (stage is " + stage + ")");
-  }
-  if (c.offload_optimizer.device == OffloadDevice::Nvme && (c.stage == 1 || c.stage == 2)) {
-    z.ctx().warn(z.key_path("offload_optimizer.device") + ": \"nvme\" acts as \"cpu\" in ZeRO stage " + stage +
-                 " (as in DeepSpeed); NVMe optimizer swapping needs stage 3");
   }
   if ((c.stage == 1 || c.stage == 2) && c.allgather_bucket_size % 2 != 0) {
     throw ConfigError(z.key_path("allgather_bucket_size"),

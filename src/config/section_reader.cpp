@@ -97,6 +97,7 @@ SectionReader::SectionReader(ParseContext& ctx, const Json* section, std::string
   if (section == nullptr || section->is_null()) return;
   if (is_auto(*section)) {
     section_source_ = Source::Auto;
+    ctx_.auto_sections.push_back(path_);
     return;
   }
   if (!section->is_object()) type_error(path_, "an object", *section);
@@ -158,6 +159,13 @@ int64_t SectionReader::to_int(std::string_view key, const Json& v, const IntRang
 double SectionReader::to_real(std::string_view key, const Json& v, const RealRange& r, const char* also) const {
   if (!v.is_number()) type_error(key_path(key), "a number" + describe(r) + also, v);
   const double d = v.get<double>();
+  // Every real key ends up in fp32 arithmetic (kernels, loss scale): beyond fp32's largest value
+  // it would be inf there. JSON cannot write inf or NaN, but a config built in code can.
+  if (!std::isfinite(d) || std::fabs(d) > kFp32Max) {
+    throw ConfigError(key_path(key), "expected a number" + describe(r) + also + " that is finite in fp32 (magnitude <= " +
+                                         Json(kFp32Max).dump() + "), got " +
+                                         (std::isfinite(d) ? show(v) : std::string(std::isnan(d) ? "nan" : "inf")));
+  }
   const bool low = r.min_exclusive ? d <= r.min : d < r.min;
   if (low || d > r.max) type_error(key_path(key), "a number" + describe(r) + also, v);
   return d;

@@ -25,6 +25,10 @@ using Json = nlohmann::json;
 struct ParseContext {
   std::vector<std::string> warnings;
   std::map<std::string, ResolvedValue> resolved;
+  // "auto" bookkeeping for the one warning about them (auto_values.cpp): keys whose "auto" got a
+  // meaning (derived as Hugging Face's integration derives it), and sections written as "auto".
+  std::set<std::string, std::less<>> auto_meaningful;
+  std::vector<std::string> auto_sections;
 
   void warn(const std::string& message);  // recorded and logged once
   void record(const std::string& path, const Json& value, Source source);
@@ -41,6 +45,8 @@ struct RealRange {
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
 };
+// The largest finite fp32 (FLT_MAX): no real key may exceed it in magnitude.
+inline constexpr double kFp32Max = static_cast<double>(std::numeric_limits<float>::max());
 inline constexpr IntRange kNonNegative{0};
 inline constexpr IntRange kPositive{1};
 inline constexpr RealRange kNonNegativeReal{0.0};

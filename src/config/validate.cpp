@@ -1,8 +1,45 @@
-// Rules that span sections, checked once every section is read (reference §1.3 "sanity rules").
+// Rules that span sections, checked once every section is read (reference §1.3 "sanity rules"),
+// then what this build runs (config/support.h) and warnings about values that train badly.
+#include <fmt/format.h>
+
+#include <cmath>
+
 #include "config/parse_sections.h"
+#include "config/support.h"
 #include "util/error.h"
 
 namespace ds::config_detail {
+namespace {
+
+// fp16's largest finite value: a scaled gradient beyond it is inf, and the step is skipped.
+constexpr double kFp16Max = 65504.0;
+// The highest initial scale DeepSpeed itself uses (ZeRO's DynamicLossScaler default, 2^32); the
+// static scales and initial powers above it only cost skipped steps.
+constexpr int64_t kHighestUsefulScalePower = 32;
+
+void warn_about_fp16_scales(ParseContext& ctx, const Config& cfg) {
+  const Fp16Config& f = cfg.fp16;
+  if (!f.enabled) return;
+  if (!f.dynamic_loss_scale() && f.loss_scale > std::ldexp(1.0, kHighestUsefulScalePower)) {
+    ctx.warn(fmt::format("fp16.loss_scale: the static scale {} is above 2^32: any gradient larger than {:.2g} "
+                         "(65504 / scale) overflows fp16 at that scale and its step is skipped, and a static scale "
+                         "never comes down; use 0 (dynamic loss scaling) or a static scale such as 65536",
+                         Json(f.loss_scale).dump(), kFp16Max / f.loss_scale));
+  }
+  if (f.dynamic_loss_scale() && f.initial_scale_power > kHighestUsefulScalePower) {
+    // Each overflowing step halves the scale; ZeRO's scaler first uses up its hysteresis.
+    const int64_t hysteresis = cfg.zero_optimization.stage > 0 ? f.hysteresis : 1;
+    const int64_t skipped = f.initial_scale_power - kHighestUsefulScalePower + hysteresis - 1;
+    ctx.warn(fmt::format("fp16.initial_scale_power: {} starts the dynamic loss scale at 2^{} = {:.3g}: any gradient "
+                         "larger than {:.2g} (65504 / scale) overflows fp16, so the first steps are skipped while the "
+                         "scale halves, at least {} skipped steps before it is down to 2^32 (the highest start "
+                         "DeepSpeed uses); the default 16 suits most models",
+                         f.initial_scale_power, f.initial_scale_power, std::ldexp(1.0, int(f.initial_scale_power)),
+                         kFp16Max / std::ldexp(1.0, int(f.initial_scale_power)), skipped));
+  }
+}
+
+}  // namespace
 
 void validate_config(ParseContext& ctx, Config& cfg) {
   const ZeroConfig& z = cfg.zero_optimization;
@@ -24,6 +61,8 @@ void validate_config(ParseContext& ctx, Config& cfg) {
                       "true with ZeRO stage " + std::to_string(z.stage) +
                           ": Fp16_master_weights_and_grads is only supported with ZeRO Stage 2 for now.");
   }
+  // What this build cannot run is refused here too, so ds-report --config refuses what the engine would.
+  check_engine_support(cfg);
   if (cfg.optimizer) {
     const OptimizerType t = cfg.optimizer->type;
     if (t == OptimizerType::Lamb && cfg.fp16.enabled && !cfg.fp16.dynamic_loss_scale()) {
@@ -45,6 +84,7 @@ void validate_config(ParseContext& ctx, Config& cfg) {
     cfg.wall_clock_breakdown = true;
     ctx.record("wall_clock_breakdown", true, Source::Derived);
   }
+  warn_about_fp16_scales(ctx, cfg);
   if (cfg.vocabulary_size && *cfg.vocabulary_size % 8 != 0) {
     ctx.warn("vocabulary_size: " + std::to_string(*cfg.vocabulary_size) +
              " is not aligned to 8, may impact tensor core utilization");

@@ -32,7 +32,7 @@ void require(bool ok, const char* path, const std::string& message) {
 void check_args(const LossScalerArgs& a) {
   require(std::isfinite(a.init_scale) && a.init_scale > 0, "fp16.initial_scale_power",
           "initial loss scale " + format_scale(a.init_scale) +
-              " is not a positive finite number (use a power between 0 and 1000)");
+              " is not a positive finite fp32 number (use a power between 0 and 127)");
   require(a.scale_window >= 1, "fp16.loss_scale_window", std::to_string(a.scale_window) + " must be >= 1");
   require(std::isfinite(a.min_scale) && a.min_scale > 0, "fp16.min_loss_scale",
           format_scale(a.min_scale) + " must be > 0");

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "comm/comm.h"
+#include "config/support.h"
 #include "zero/collectives.h"
 #include "zero/memory_estimate.h"
 #include "runtime/dtype_policy.h"
@@ -26,31 +27,6 @@
 
 namespace ds {
 namespace {
-
-// Features the config can ask for that later issues build; refusing them is better than
-// training something other than what the config says.
-void reject_unbuilt_features(const Config& c) {
-  auto refuse = [](const std::string& path, const std::string& what) {
-    throw NotSupported(path + ": " + what +
-                       " is not implemented in deepspeed.cpp yet; remove it from the config or "
-                       "set it to its default");
-  };
-  const auto& off = c.zero_optimization.offload_optimizer;
-  if (off.device == OffloadDevice::Nvme && c.zero_optimization.stage == 0)
-    throw NotSupported("zero_optimization.offload_optimizer.device: \"nvme\" needs ZeRO (stage 1, 2 or 3), as in "
-                       "DeepSpeed; set zero_optimization.stage");
-  if (c.zero_optimization.offload_optimizer_enabled() && off.ratio < 1.0)
-    throw NotSupported(fmt::format("zero_optimization.offload_optimizer.ratio: {} asks for partial offload (part of "
-                                   "the optimizer on the device), which deepspeed.cpp does not do; use 1.0 (all on "
-                                   "the CPU) or remove offload_optimizer",
-                                   off.ratio));
-  if (c.zero_optimization.stage > 0 && c.optimizer && c.optimizer->type == OptimizerType::Lamb)
-    throw NotSupported("optimizer.type: Lamb needs each parameter's whole gradient and weights for its trust "
-                       "ratio, which ZeRO partitions split across ranks (DeepSpeed refuses it too); use stage 0 "
-                       "or Adam/AdamW/Lion/Adagrad/SGD");
-  if (c.fp16.enabled && c.fp16.fp16_master_weights_and_grads)
-    refuse("fp16.fp16_master_weights_and_grads", "fp16 master weights");
-}
 
 // LibTorch 1.13 sizes its intra-op pool from physical cores as cpuinfo sees them, which on many
 // VMs is 1 (two vCPUs look like one core's hyperthreads). Unless the user set OMP_NUM_THREADS, give
@@ -130,7 +106,8 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
 }
 
 void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
-  reject_unbuilt_features(config_);
+  // What this build cannot run: the loader refused it already; configs built in code meet it here.
+  check_engine_support(config_);
   device_ = pick_device();
   if (device_.is_cpu()) {
     configure_cpu_threads();

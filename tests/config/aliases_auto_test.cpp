@@ -93,8 +93,12 @@ TEST(Auto, BatchKeysAreDerived) {
   EXPECT_EQ(test::source_of(c, "train_batch_size"), "auto");
   EXPECT_EQ(test::source_of(c, "gradient_accumulation_steps"), "auto");
   EXPECT_EQ(test::source_of(c, "train_micro_batch_size_per_gpu"), "file");
+  // Hugging Face's Trainer fills the micro batch; without it the message says so.
   EXPECT_EQ(test::load_error(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"})"),
-            "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
+            "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided (train_batch_size, "
+            "train_micro_batch_size_per_gpu \"auto\": Hugging Face's Trainer fills these in; without it, give "
+            "train_micro_batch_size_per_gpu and gradient_accumulation_steps)");
+  EXPECT_TRUE(c.warnings.empty());  // the derived batch keys need no warning
 }
 
 TEST(Auto, OtherKeysTakeTheirDefault) {
@@ -120,17 +124,71 @@ TEST(Auto, OtherKeysTakeTheirDefault) {
   }
   EXPECT_EQ(test::source_of(c, "optimizer.params.weight_decay"), "file");
   EXPECT_EQ(test::source_of(c, "fp16.hysteresis"), "default");
-  EXPECT_TRUE(c.warnings.empty());
+  // One warning names each defaulted "auto" with its value (overlap_comm is derived: not listed).
+  ASSERT_EQ(c.warnings.size(), 1u);
+  const std::string& w = c.warnings.front();
+  for (const char* item : {"gradient_clipping = 0.0", "fp16.enabled = false", "fp16.loss_scale_window = 1000",
+                           "optimizer.params.lr = 0.001", "optimizer.params.betas = [0.9,0.999]",
+                           "zero_optimization.reduce_bucket_size = 500000000",
+                           "zero_optimization.prefetch_bucket_size = 50000000", "steps_per_print = null"}) {
+    EXPECT_NE(w.find(item), std::string::npos) << item << " not in: " << w;
+  }
+  EXPECT_EQ(w.find("overlap_comm"), std::string::npos) << w;
+  EXPECT_NE(w.find("Hugging Face's Trainer"), std::string::npos) << w;
+  EXPECT_NE(w.find("Set each to the value you want to silence this warning"), std::string::npos) << w;
 }
 
 TEST(Auto, WholeSectionAndRequiredKeys) {
   const Config c = test::load(with_batch(R"("fp16": "auto")"));
   EXPECT_FALSE(c.fp16.enabled);
   EXPECT_EQ(test::source_of(c, "fp16.enabled"), "auto");
+  EXPECT_TRUE(test::has_warning(c, "fp16 = every key at its default")) << c.warnings.size();
   EXPECT_CONFIG_ERROR(with_batch(R"("optimizer": {"type": "auto"})"),
                       "optimizer.type: \"auto\" has no default here");
+  EXPECT_CONFIG_ERROR(with_batch(R"("optimizer": {"type": "Adam"}, "scheduler": {"type": "WarmupDecayLR",
+                                    "params": {"total_num_steps": "auto"}})"),
+                      "scheduler.params.total_num_steps: \"auto\" has no default (Hugging Face's Trainer fills it in");
   // "auto" for max_grad_norm means absent: no error.
   EXPECT_NO_THROW(test::load(with_batch(R"("optimizer": {"type": "Adam", "params": {"max_grad_norm": "auto"}})")));
+}
+
+// Where Hugging Face's integration gives "auto" a meaning that needs no Trainer, it is used silently:
+// the batch triple (micro x GAS x world), WarmupLR's warmup_min_lr 0 and warmup_max_lr = the lr.
+TEST(Auto, HuggingFaceMeaningsWithoutTheTrainer) {
+  const Config c = test::load(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 2,
+      "gradient_accumulation_steps": 3, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
+      "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                                                   "warmup_num_steps": 10}}})", 2);
+  EXPECT_EQ(c.train_batch_size, 12);
+  EXPECT_DOUBLE_EQ(c.scheduler->params.warmup_max_lr, 3e-4);
+  EXPECT_DOUBLE_EQ(c.scheduler->params.warmup_min_lr, 0.0);
+  EXPECT_EQ(test::source_of(c, "scheduler.params.warmup_max_lr"), "auto");
+  EXPECT_EQ(test::value_of(c, "scheduler.params.warmup_max_lr"), "0.0003");
+  EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+}
+
+// The all-"auto" config of Hugging Face's DeepSpeed guide (micro batch given, as the Trainer would).
+TEST(Auto, HuggingFaceTemplateWarnsOnceWithTheValuesUsed) {
+  const Config c = test::load(R"({
+    "fp16": {"enabled": "auto", "loss_scale": 0, "initial_scale_power": 16},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                                                 "warmup_num_steps": "auto"}},
+    "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto", "allgather_bucket_size": 2e8},
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": 4})", 2);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  const std::string& w = c.warnings.front();
+  for (const char* item : {"fp16.enabled = false", "optimizer.params.lr = 0.001", "optimizer.params.eps = 1e-08",
+                           "optimizer.params.weight_decay = 0.0", "scheduler.params.warmup_num_steps = 1000",
+                           "gradient_clipping = 0.0", "zero_optimization.reduce_bucket_size = 500000000"}) {
+    EXPECT_NE(w.find(item), std::string::npos) << item << " not in: " << w;
+  }
+  for (const char* quiet : {"train_batch_size", "gradient_accumulation_steps", "warmup_max_lr", "warmup_min_lr"}) {
+    EXPECT_EQ(w.find(quiet), std::string::npos) << quiet << " in: " << w;
+  }
+  EXPECT_DOUBLE_EQ(c.scheduler->params.warmup_max_lr, 1e-3);  // follows the (defaulted) lr
+  EXPECT_EQ(c.train_batch_size, 8);
 }
 
 }  // namespace

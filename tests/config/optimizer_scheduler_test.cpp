@@ -11,7 +11,10 @@ Config with_optimizer(const std::string& opt) { return test::load(R"({"train_bat
 std::string optimizer_error(const std::string& opt) {
   return test::load_error(R"({"train_batch_size": 8, "optimizer": )" + opt + "}");
 }
-Config with_scheduler(const std::string& s) { return test::load(R"({"train_batch_size": 8, "scheduler": )" + s + "}"); }
+// An LR schedule needs an optimizer (the engine has no client optimizers), so one comes along.
+Config with_scheduler(const std::string& s) {
+  return test::load(R"({"train_batch_size": 8, "optimizer": {"type": "Adam"}, "scheduler": )" + s + "}");
+}
 std::string scheduler_error(const std::string& s) {
   return test::load_error(R"({"train_batch_size": 8, "scheduler": )" + s + "}");
 }
@@ -159,6 +162,12 @@ TEST(Scheduler, Errors) {
                       "the WarmupLR schedule");
   EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": [1, 2]}}})",
                       "scheduler.params.warmup_max_lr: per-parameter-group lists are not supported");
+}
+
+TEST(Scheduler, NeedsAnOptimizer) {
+  // The engine refuses a schedule without an optimizer at start; so does the loader (ds-report).
+  EXPECT_EQ(scheduler_error(R"({"type": "WarmupLR"})"),
+            "scheduler: an LR schedule needs an optimizer; add an \"optimizer\" section");
 }
 
 TEST(Scheduler, WarningsDeepSpeedGives) {
