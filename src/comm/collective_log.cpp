@@ -20,7 +20,7 @@ std::string format_record(const CollectiveRecord& r) {
   std::string s("#");
   s.append(std::to_string(r.seq)).append(" ").append(to_string(r.op));
   if (r.op == OpKind::AllReduce || r.op == OpKind::ReduceScatter) s.append(" ").append(to_string(r.reduce));
-  if (r.op != OpKind::Barrier) s.append(" ").append(format_bytes(r.bytes)).append(" ").append(to_string(r.type));
+  if (r.op != OpKind::Barrier && r.op != OpKind::Split) s.append(" ").append(format_bytes(r.bytes)).append(" ").append(to_string(r.type));
   if (!r.tag.empty()) s.append(" tag=").append(r.tag);
   char t[64];
   std::snprintf(t, sizeof t, " %s %.3f s", std::string(to_string(r.state)).c_str(), r.duration_s);

@@ -35,7 +35,7 @@ bool overlaps(ConstBuffer a, ConstBuffer b) {
 
 std::string describe(const Collective& c) {
   std::string s = std::string(to_string(c.kind)) + " #" + std::to_string(c.seq);
-  if (c.kind == OpKind::Barrier) return s;
+  if (c.kind == OpKind::Barrier || c.kind == OpKind::Split) return s;
   s += " (";
   if (c.kind == OpKind::AllReduce || c.kind == OpKind::ReduceScatter)
     s += std::string(to_string(c.op)) + ", ";
@@ -162,5 +162,23 @@ void Communicator::all_to_all(ConstBuffer in, Buffer out, std::string_view tag) 
   all_to_all_async(in, out, tag).wait();
 }
 void Communicator::barrier(std::string_view tag) { barrier_async(tag).wait(); }
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string_view tag) {
+  DS_CHECK(color >= 0 || color == kNoGroup, CommError,
+           "split: color " + std::to_string(color) + " is negative (use a color >= 0, or "
+           "Communicator::kNoGroup (-1) for a rank that joins no group)");
+  Collective c{OpKind::Split, {}, {}, ReduceOp::Sum, 0, 0};
+  c.seq = log_.begin(OpKind::Split, 0, ElemType::UInt8, ReduceOp::Sum, tag);
+  return split_logged(c, color, key);
+}
+
+std::unique_ptr<Communicator> Communicator::split_logged(const Collective& c, int color, int key) {
+  const Backend b = backend();
+  std::exception_ptr error = run_logged(c, [&] {
+    throw NotSupported(describe(c) + ": the " + std::string(to_string(b)) +
+                       " backend cannot make sub-communicators yet (use the mpi backend)");
+  });
+  std::rethrow_exception(error);
+}
 
 }  // namespace ds::comm

@@ -70,6 +70,18 @@ class Communicator {
   void all_to_all(ConstBuffer in, Buffer out, std::string_view tag = {});
   void barrier(std::string_view tag = {});
 
+  // --- sub-communicators ---
+  // The color of a rank that joins no group in split().
+  static constexpr int kNoGroup = -1;
+  // Collective over this communicator, issued in order with its other collectives (every rank
+  // calls it at the same point), like MPI_Comm_split: the ranks that pass the same color >= 0 form
+  // one new communicator, ranked by key (ties by their rank here); a rank that passes kNoGroup gets
+  // nullptr. The new communicator is independent of this one: its own sequence numbers, log, worker
+  // and (MPI) context, so its collectives never match this communicator's or a sibling's, and it may
+  // outlive this one. Throws ds::CommError for a color below -1, ds::NotSupported on a backend
+  // without it (nccl, for now).
+  std::unique_ptr<Communicator> split(int color, int key, std::string_view tag = {});
+
   // The last CollectiveLog::kCapacity collectives, oldest first.
   std::vector<CollectiveRecord> last_collectives() const { return log_.last(); }
   const CollectiveLog& collective_log() const noexcept { return log_; }
@@ -80,6 +92,10 @@ class Communicator {
   // Runs or queues `c` (validated, logged as Queued, c.seq set). The backend marks it running
   // and finished in log_ (begin_run / end_run) and completes the returned Work.
   virtual Work launch(const Collective& c) = 0;
+
+  // The backend's part of split(): runs the split `c` (validated, logged as Queued, c.seq set) and
+  // returns this rank's new communicator (nullptr for kNoGroup). The default throws NotSupported.
+  virtual std::unique_ptr<Communicator> split_logged(const Collective& c, int color, int key);
 
   // Runs `body` as collective `c`: marks it running, then done or failed; converts any error into
   // the exception_ptr the Work reports (a ds::CommError naming the collective).

@@ -169,6 +169,9 @@ void native(const MpiRunContext& ctx, const Collective& c) {
     case OpKind::Barrier:
       check_mpi(MPI_Barrier(ctx.comm), what + ": MPI_Barrier");
       return;
+    case OpKind::Split:  // MpiCommunicator::split_logged runs MPI_Comm_split itself
+      DS_ASSERT(false, what + ": split is not a data collective");
+      return;
   }
 }
 

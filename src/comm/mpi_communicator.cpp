@@ -56,6 +56,16 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
   {
     auto lock = m.runtime->serialize();
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &m.comm), "MpiCommunicator: MPI_Comm_dup");
+  }
+  start();
+}
+
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { start(); }
+
+void MpiCommunicator::start() {
+  Impl& m = *impl_;
+  {
+    auto lock = m.runtime->serialize();
     check_mpi(MPI_Comm_set_errhandler(m.comm, MPI_ERRORS_RETURN), "MpiCommunicator: MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(m.comm, &m.rank), "MpiCommunicator: MPI_Comm_rank");
     check_mpi(MPI_Comm_size(m.comm, &m.size), "MpiCommunicator: MPI_Comm_size");
@@ -79,7 +89,8 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
                    m.rank, m.size, current.c_str(), running_s, m.timeout_s, log_.format().c_str(), m.rank,
                    kWatchdogAbortCode);
       std::fflush(stderr);
-      MPI_Abort(m.comm, kWatchdogAbortCode);
+      // The whole job, not only this (possibly sub-) communicator's group: every rank must stop.
+      MPI_Abort(MPI_COMM_WORLD, kWatchdogAbortCode);
     };
     m.watchdog = std::make_unique<Watchdog>(m.timeout_s, probe, on_timeout);
   }
@@ -118,6 +129,33 @@ Work MpiCommunicator::launch(const Collective& c) {
     state->complete(std::move(error));
   });
   return Work(state, c.seq);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split_logged(const Collective& c, int color, int key) {
+  Impl& m = *impl_;
+  MPI_Comm child = MPI_COMM_NULL;
+  auto state = std::make_shared<detail::WorkState>();
+  // On the worker, like a collective: it must not run concurrently with this communicator's other
+  // MPI calls, and the watchdog sees it if a rank never joins.
+  m.worker->post([this, &m, &child, c, color, key, state] {
+    m.running_since_ns.store(now_ns());
+    m.running_seq.store(c.seq);
+    auto error = run_logged(c, [&] {
+      auto lock = m.runtime->serialize();
+      check_mpi(MPI_Comm_split(m.comm, color == kNoGroup ? MPI_UNDEFINED : color, key, &child),
+                describe(c) + ": MPI_Comm_split");
+    });
+    m.running_seq.store(0);
+    state->complete(std::move(error));
+  });
+  Work(state, c.seq).wait();  // throws the split's error; `child` is written before completion
+  if (child == MPI_COMM_NULL) return nullptr;
+  auto impl = std::make_unique<Impl>();
+  impl->options = m.options;
+  impl->timeout_s = m.timeout_s;
+  impl->runtime = m.runtime;
+  impl->comm = child;
+  return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(impl)));
 }
 
 }  // namespace ds::comm

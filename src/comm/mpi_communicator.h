@@ -4,8 +4,9 @@
 // in issue order (async collectives overlap the caller's work), scratch memory for the ring
 // algorithms, and, unless DS_COMM_TIMEOUT_S=0, a watchdog that aborts the job with a diagnostic when
 // a collective hangs. MPI is initialized by the first communicator if needed and finalized with the
-// last one only if that runtime initialized it (comm/mpi_runtime.h). This header does not include
-// <mpi.h>.
+// last one only if that runtime initialized it (comm/mpi_runtime.h). split() makes sub-communicators
+// with MPI_Comm_split: each gets its own MPI_Comm, worker thread and watchdog, and shares the
+// process's MpiRuntime. This header does not include <mpi.h>.
 #pragma once
 
 #include <cstdint>
@@ -51,9 +52,14 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   Work launch(const Collective& c) override;
+  // MPI_Comm_split on this communicator's worker (in order with its collectives, watched by its
+  // watchdog); the result is a new MpiCommunicator over the new MPI_Comm, with these options.
+  std::unique_ptr<Communicator> split_logged(const Collective& c, int color, int key) override;
 
  private:
   struct Impl;
+  explicit MpiCommunicator(std::unique_ptr<Impl> impl);  // adopts impl->comm (split)
+  void start();  // error handler, rank and size, watchdog, worker: shared by both constructors
   std::unique_ptr<Impl> impl_;
 };
 

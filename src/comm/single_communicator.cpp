@@ -16,10 +16,17 @@ Work SingleCommunicator::launch(const Collective& c) {
         break;
       case OpKind::Broadcast:  // root is 0 (validated)
       case OpKind::Barrier:
+      case OpKind::Split:      // never launched: split_logged handles it
         break;
     }
   });
   return Work::completed(c.seq, std::move(error));
+}
+
+std::unique_ptr<Communicator> SingleCommunicator::split_logged(const Collective& c, int color, int key) {
+  if (auto error = run_logged(c, [] {})) std::rethrow_exception(error);
+  if (color == kNoGroup) return nullptr;
+  return std::make_unique<SingleCommunicator>();
 }
 
 }  // namespace ds::comm

@@ -1,5 +1,6 @@
 // SingleCommunicator: world size 1, no MPI. Every collective is a copy (out-of-place forms) or a
-// no-op (in place, barrier), run inline: the returned Work is already complete.
+// no-op (in place, barrier), run inline: the returned Work is already complete. split() gives
+// another SingleCommunicator.
 #pragma once
 
 #include "comm/communicator.h"
@@ -15,6 +16,8 @@ class SingleCommunicator final : public Communicator {
 
  protected:
   Work launch(const Collective& c) override;
+  // A world of one splits into itself: a new SingleCommunicator (nullptr for kNoGroup).
+  std::unique_ptr<Communicator> split_logged(const Collective& c, int color, int key) override;
 };
 
 }  // namespace ds::comm

@@ -61,6 +61,7 @@ std::string_view to_string(OpKind op) noexcept {
     case OpKind::Broadcast: return "broadcast";
     case OpKind::AllToAll: return "all_to_all";
     case OpKind::Barrier: return "barrier";
+    case OpKind::Split: return "split";
   }
   return "?";
 }

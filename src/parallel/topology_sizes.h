@@ -1,0 +1,40 @@
+// The sizes a Topology is built from, and their resolution against the world size. The data-parallel
+// size is not given: it is what is left, world / (pipe x tensor x sequence), as in DeepSpeed.
+//
+// Config wiring (not done yet): config/ does not parse `tensor_parallel.autotp_size`,
+// `sequence_parallel_size` or the pipeline's stages yet (they are in its list of unsupported keys).
+// When it does, one small function here, topology_sizes(const Config&), fills TopologySizes from
+// them; nothing else changes.
+#pragma once
+
+#include <string>
+
+namespace ds::parallel {
+
+struct TopologySizes {
+  int pipe = 1;      // pipeline stages: PipelineModule's num_stages (config `pipeline.stages`)
+  int tensor = 1;    // tensor (model) parallel: `tensor_parallel.autotp_size`
+  int sequence = 1;  // Ulysses sequence parallel: `sequence_parallel_size`
+  int expert = 1;    // expert parallel: DeepSpeed's MoE(ep_size=...), not a config key; splits data
+};
+
+// The resolved grid: every size >= 1 and world == pipe * data * sequence * model.
+struct TopologyShape {
+  int world = 1;
+  int pipe = 1;
+  int data = 1;
+  int sequence = 1;
+  int model = 1;   // = TopologySizes::tensor (DeepSpeed names the axis "model")
+  int expert = 1;  // divides data
+  bool trivial() const noexcept { return world == data; }  // plain data parallelism over the world
+};
+
+// Throws ds::ConfigError naming the key and the arithmetic when a size is < 1 or the sizes do not
+// divide the world ("tensor_parallel.autotp_size: world 6 is not divisible by autotp_size 4 ..."),
+// and ds::NotSupported for expert > 1 together with sequence > 1.
+TopologyShape resolve_shape(int world, const TopologySizes& sizes);
+
+// "num_stages 2, autotp_size 2, sequence_parallel_size 1, ep_size 1"
+std::string describe(const TopologySizes& sizes);
+
+}  // namespace ds::parallel
