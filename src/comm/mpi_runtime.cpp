@@ -49,17 +49,20 @@ void check_mpi(int rc, std::string_view what) {
 }
 
 std::shared_ptr<MpiRuntime> MpiRuntime::acquire(const MpiInitOptions& options) {
-  // MPI is one per process, so its owner is too: the only process-wide state of src/comm.
+  // MPI is one per process, so its owner is too: the only process-wide state of src/comm. It lives
+  // until the process exits (static destruction finalizes MPI), not until the last communicator goes:
+  // MPI cannot be initialized again once finalized, and a program may build a second engine after the
+  // first is destroyed.
   static std::mutex mu;
-  static std::weak_ptr<MpiRuntime> current;
+  static std::shared_ptr<MpiRuntime> current;
   std::lock_guard lock(mu);
-  if (auto rt = current.lock()) return rt;
+  if (current) return current;
 
   int finalized = 0;
   MPI_Finalized(&finalized);
   DS_CHECK(!finalized, CommError,
-           "MPI was already finalized in this process and cannot be initialized again (keep one "
-           "communicator alive for the whole run instead of creating a new one after the last was destroyed)");
+           "MPI was finalized in this process by someone else (MPI_Finalize was called) and cannot be "
+           "initialized again; create deepspeed.cpp's communicators before finalizing MPI");
   auto rt = std::shared_ptr<MpiRuntime>(new MpiRuntime());
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -1,7 +1,8 @@
 // MpiRuntime: the process's MPI library, shared by every MpiCommunicator in the process (MPI itself
 // is process-global: it can be initialized once and finalized once). acquire() initializes MPI if
-// nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and the last owner to go away
-// finalizes it, but only when this runtime was the one that initialized it. It also owns the MPI
+// nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE); the runtime then lives until the
+// process exits, when it finalizes MPI if it was the one that initialized it (so a second engine
+// after the first one was destroyed finds MPI still running). It also owns the MPI
 // types and ops MPI lacks: 2-byte datatypes for bf16 and fp16 and sum/max/min over them.
 // Internal to src/comm (includes <mpi.h>).
 #pragma once
@@ -24,7 +25,7 @@ struct MpiInitOptions {
 
 class MpiRuntime {
  public:
-  // Throws ds::CommError if MPI was already finalized or gives less than MPI_THREAD_SERIALIZED.
+  // Throws ds::CommError if MPI was finalized by someone else or gives less than MPI_THREAD_SERIALIZED.
   static std::shared_ptr<MpiRuntime> acquire(const MpiInitOptions& options);
   ~MpiRuntime();
   MpiRuntime(const MpiRuntime&) = delete;

@@ -62,6 +62,7 @@ struct Config {
   Bf16Config bf16;
   DataTypesConfig data_types;
   AmpConfig amp;
+  NanGuardConfig nan_guard;  // deepspeed.cpp extension
   std::optional<OptimizerConfig> optimizer;  // None: the client supplies one
   std::optional<SchedulerConfig> scheduler;  // None: constant lr (or a client scheduler)
   ZeroConfig zero_optimization;

@@ -49,6 +49,14 @@ void parse_bf16(SectionReader& top, Bf16Config& c) {
   s.finish();
 }
 
+// deepspeed.cpp's own section; strict like its DeepSpeed siblings.
+void parse_nan_guard(SectionReader& top, NanGuardConfig& c) {
+  SectionReader s(top.ctx(), top.raw("nan_guard"), "nan_guard", UnknownKeys::Error);
+  s.read("enabled", c.enabled);
+  s.read("max_consecutive_steps", c.max_consecutive_steps, IntRange{1, 1000000});
+  s.finish();
+}
+
 void parse_data_types(SectionReader& top, DataTypesConfig& c) {
   SectionReader s(top.ctx(), top.raw("data_types"), "data_types", UnknownKeys::Warn);
   // grad_accum_dtype is DeepSpeed's; compute_dtype is deepspeed.cpp's own (docs/mixed_precision.md).
@@ -90,6 +98,7 @@ void parse_precision(SectionReader& top, Config& cfg) {
   parse_bf16(top, cfg.bf16);
   parse_data_types(top, cfg.data_types);
   parse_amp(top, cfg.amp);
+  parse_nan_guard(top, cfg.nan_guard);
 }
 
 }  // namespace ds::config_detail

@@ -56,6 +56,16 @@ struct DataTypesConfig {
   std::optional<DType> compute_dtype;
 };
 
+// deepspeed.cpp's own section "nan_guard" (not a DeepSpeed key; docs/mixed_precision.md). DeepSpeed
+// applies a bf16/fp32 step whatever its gradients hold, so one NaN silently ruins the weights. With the
+// guard on, a step whose loss or gradients are not finite is skipped (not applied, counted in
+// skipped_steps) unless fp16's dynamic loss scaling owns it, and max_consecutive_steps such steps in a
+// row stop the run with the step, the loss and the first parameter whose gradient is not finite.
+struct NanGuardConfig {
+  bool enabled = true;
+  int64_t max_consecutive_steps = 3;
+};
+
 // Apex AMP: parsed so it can be rejected clearly; deepspeed.cpp has no AMP.
 struct AmpConfig {
   bool enabled = false;

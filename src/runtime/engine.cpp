@@ -29,6 +29,7 @@ bool Engine::is_gradient_accumulation_boundary() const {
 
 void Engine::before_forward() {
   states_->before_forward();
+  states_->forward_started();
   if (!timings_.step_started) {
     timings_.step_start = Clock::now();
     timings_.step_started = true;
@@ -40,6 +41,7 @@ void Engine::before_forward() {
 }
 
 void Engine::after_forward() {
+  states_->forward_finished();
   if (flops_profiler_ && flops_profiler_->running()) flops_profiler_->stop();
   timings_.fwd = std::chrono::duration<double, std::milli>(Clock::now() - timings_.fwd_start).count();
   timings_.fwd_sum += timings_.fwd;
@@ -60,20 +62,22 @@ void Engine::backward(const torch::Tensor& loss) {
     monitor_.write_events({{"Train/Samples/train_loss", loss_accum_, global_samples_}});
   const double s = scaler_->scale();
   if (s != 1.0) scaled = scaled.to(torch::kFloat32) * s;  // DeepSpeed: (loss.float() * cur_scale).backward()
-  if (overlap_step_ && optimizer_ && is_gradient_accumulation_boundary()) arm_overlapped_step();
+  // The overlapped step runs before any check of the gradients: not for a step whose loss is already bad.
+  if (overlap_step_ && optimizer_ && is_gradient_accumulation_boundary() && step_guard_.allows_step_before_check(loss_accum_))
+    arm_overlapped_step();
   scaled.backward();
   states_->after_backward();
   timings_.bwd = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   timings_.bwd_sum += timings_.bwd;
 }
 
-bool Engine::check_overflow(const std::vector<torch::Tensor>& grads) {
-  // Only a dynamic fp16 scaler looks for inf/NaN (DeepSpeed: bf16/fp32 never skip, §8.1).
-  if (!scaler_->dynamic()) return false;
-  int32_t overflow = precision::first_non_finite(grads).has_value() ? 1 : 0;
-  // Partitions: one rank's inf skips the step everywhere.
-  if (states_->partitioned() && world_size() > 1) comm_->all_reduce(comm::Buffer(&overflow, 1), comm::ReduceOp::Max, "overflow_flag");
-  return overflow != 0;
+bool Engine::check_non_finite(const std::vector<torch::Tensor>& grads) {
+  // fp16 (either scaler) and the nan guard look for inf/NaN; bf16/fp32 without it never do (DeepSpeed).
+  if (!step_guard_.checks_gradients()) return false;
+  int32_t bad = std::isfinite(loss_accum_) && !precision::first_non_finite(grads).has_value() ? 0 : 1;
+  // Partitions, or one rank's loss: every rank must take the same decision.
+  if (world_size() > 1) comm_->all_reduce(comm::Buffer(&bad, 1), comm::ReduceOp::Max, "overflow_flag");
+  return bad != 0;
 }
 
 std::string Engine::first_non_finite_name(const std::vector<torch::Tensor>& grads) const {
@@ -139,6 +143,7 @@ void Engine::take_model_step() {
     // The optimizer already stepped every sub-group during backward; publish the parameters.
     step_in_flight_ = false;
     (void)scaler_->update(false);
+    (void)step_guard_.skip(false, global_steps_ + 1, loss_accum_, scaler_->scale(), [] { return std::string(); });
     last_step_applied_ = true;
     last_grad_norm_ = -1.0;
     std::vector<torch::Tensor> masters;
@@ -153,7 +158,8 @@ void Engine::take_model_step() {
   states_->reduce_gradients();
   std::vector<torch::Tensor> grads;
   for (size_t g = 0; g < states_->num_groups(); ++g) grads.push_back(states_->local_grads(g));
-  const bool overflow = check_overflow(grads);
+  const bool non_finite = check_non_finite(grads);
+  const bool overflow = non_finite && scaler_->dynamic();  // the dynamic scaler's to handle
   // Name the first parameter whose gradient held inf/NaN, so the user knows where to look.
   auto culprit = [&] { return first_non_finite_name(grads); };
   precision::ScaleUpdate update;
@@ -168,8 +174,10 @@ void Engine::take_model_step() {
   if (update.scale_after != update.scale_before) loss_scale_changed_ = true;
   if (auto line = overflow_summary_.observe(update)) log::info("{}", *line);
   last_step_applied_ = !overflow;
-  if (overflow) {
+  // A static fp16 overflow, or a non-finite bf16/fp32 step under nan_guard, is skipped too (or stops the run).
+  if (overflow || step_guard_.skip(non_finite, global_steps_ + 1, loss_accum_, scaler_->scale(), culprit)) {
     skipped_steps_ += 1;  // the LR schedule does not advance on a skipped step (DeepSpeed)
+    last_step_applied_ = false;
     last_grad_norm_ = -1.0;
     return;
   }

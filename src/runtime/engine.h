@@ -24,6 +24,7 @@
 #include "optim/lr_schedules.h"
 #include "precision/loss_scaler.h"
 #include "precision/overflow_summary.h"
+#include "precision/step_guard.h"
 #include "profiling/flops_profiler.h"
 #include "profiling/monitor_master.h"
 #include "nn/activation_checkpointing.h"
@@ -144,7 +145,7 @@ class Engine {
   void check_memory_budget() const;
   void check_nvme_budget(const MemoryLedger& estimate, int ranks) const;
   void apply_schedule();
-  bool check_overflow(const std::vector<torch::Tensor>& grads);
+  bool check_non_finite(const std::vector<torch::Tensor>& grads);
   std::string first_non_finite_name(const std::vector<torch::Tensor>& grads) const;
   double grad_norm(const std::vector<torch::Tensor>& grads) const;
   void unscale_and_clip(std::vector<torch::Tensor>& grads);
@@ -177,6 +178,7 @@ class Engine {
   std::unique_ptr<zero::FlatOptimizer> optimizer_;
   std::unique_ptr<optim::LrScheduler> scheduler_;
   std::unique_ptr<precision::LossScaler> scaler_;
+  precision::StepGuard step_guard_;  // inf/NaN steps: skip or stop (precision/step_guard.h)
   precision::OverflowSummary overflow_summary_;
   MemoryLedger ledger_;
   Timings timings_;

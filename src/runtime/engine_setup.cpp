@@ -73,7 +73,8 @@ precision::ScalerFlavor scaler_flavor(const Config& c) {
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups,
                nn::LayerList* layers)
-    : module_(std::move(module)), config_(std::move(config)), layers_(layers) {
+    : module_(std::move(module)), config_(std::move(config)), layers_(layers),
+      step_guard_(config_.fp16, config_.nan_guard) {
   DS_CHECK(module_ != nullptr, Error, "ds::initialize: model is null");
   comm_ = comm::make_communicator(comm::Backend::Auto);
   log::set_rank(comm_->rank());
@@ -180,7 +181,7 @@ void Engine::setup_parameters(const std::vector<ParamGroup>& groups) {
     std::string why_not;
     if (config_.zero_optimization.stage < 2) why_not = "stage 1 reduces gradients only at the boundary";
     else if (config_.gradient_clipping > 0) why_not = "gradient_clipping needs the global norm of every gradient first";
-    else if (config_.fp16.enabled && config_.fp16.loss_scale == 0) why_not = "fp16 dynamic loss scaling checks every gradient for overflow first";
+    else if (config_.fp16.enabled) why_not = "fp16 checks every gradient for overflow first (and skips the step if one did)";
     else if (!config_.optimizer) why_not = "no optimizer";
     else if (config_.zero_optimization.offload_optimizer.device == OffloadDevice::Nvme)
       why_not = "NVMe swapping streams the sub-groups through its buffers in order";

@@ -36,6 +36,10 @@ class ModelStates {
   virtual int stage() const = 0;
   // Before each forward: re-point what user code may have reset (e.g. .grad set to none).
   virtual void before_forward() {}
+  // Around the engine's forward of the model (stage 3 checks the first one for reads of released
+  // parameters and throws after it, naming the parameter).
+  virtual void forward_started() {}
+  virtual void forward_finished() {}
   // After each backward: this micro-step's gradients are folded into the accumulated ones.
   virtual void after_backward() = 0;
   // At the accumulation boundary: gradients reduced across ranks, so local_grads is final.

@@ -29,7 +29,7 @@ struct GatherBeforeBackward : public torch::autograd::Function<GatherBeforeBackw
 }  // namespace
 
 ParamCoordinator::ParamCoordinator(ShardedParameters& params, const nn::LayerList& layers, const ZeroConfig& zero)
-    : params_(params), zero_(zero) {
+    : params_(params), layers_(layers), zero_(zero) {
   std::vector<bool> listed(params.size(), false);
   for (const auto& layer : layers) {
     std::vector<size_t> ids;
@@ -95,10 +95,16 @@ void ParamCoordinator::before_forward(std::size_t index) {
   if (index == 0) order_.clear();
   fetch(index);
   prefetch(index + 1);
+  running_ = index;
 }
 
 void ParamCoordinator::after_forward(std::size_t index) {
+  running_.reset();
   for (size_t id : layer_params_[index]) params_.release(id);
+}
+
+std::string ParamCoordinator::running_layer() const {
+  return running_ ? "\"" + layers_[*running_].name + "\"" : std::string("outside the LayerList");
 }
 
 torch::Tensor ParamCoordinator::wrap_output(std::size_t index, torch::Tensor out) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,8 @@ class ParamCoordinator final : public nn::LayerHooks {
   const std::vector<size_t>& layer_params(size_t layer) const { return layer_params_[layer]; }
   // Parameters used by no layer: kept gathered (a warning at init names them).
   const std::vector<size_t>& unlisted() const { return unlisted_; }
+  // The layer whose forward runs now, quoted ("h.3"), or "outside the LayerList".
+  std::string running_layer() const;
 
  private:
   void fetch(size_t layer);
@@ -45,7 +48,9 @@ class ParamCoordinator final : public nn::LayerHooks {
   int64_t missing_numel(size_t layer) const;
 
   ShardedParameters& params_;
+  const nn::LayerList& layers_;
   const ZeroConfig& zero_;
+  std::optional<size_t> running_;  // the layer between before_forward and after_forward
   std::vector<std::vector<size_t>> layer_params_;
   std::vector<size_t> unlisted_;
   std::unique_ptr<ShardedParameters::Pending> inflight_;

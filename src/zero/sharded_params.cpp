@@ -204,9 +204,18 @@ void ShardedParameters::set_full(ShardedParam& p, torch::Tensor full) {
 }
 
 void ShardedParameters::set_released(ShardedParam& p) {
-  auto nan = torch::full({1}, std::numeric_limits<float>::quiet_NaN(), torch::TensorOptions().dtype(plan_.compute));
-  p.param.set_data(nan.expand(p.shape));
+  if (!p.placeholder.defined())
+    p.placeholder = torch::full({1}, std::numeric_limits<float>::quiet_NaN(), torch::TensorOptions().dtype(plan_.compute));
+  p.param.set_data(p.placeholder.expand(p.shape));
   p.gathered = false;
+}
+
+std::optional<size_t> ShardedParameters::released_at(const void* data) const {
+  for (size_t id = 0; id < params_.size(); ++id) {
+    const ShardedParam& p = params_[id];
+    if (!p.gathered && p.placeholder.defined() && p.placeholder.data_ptr() == data) return id;
+  }
+  return std::nullopt;
 }
 
 std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(const std::vector<size_t>& ids) {

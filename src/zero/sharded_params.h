@@ -45,6 +45,8 @@ struct ShardedParam {
   bool persistent = false;
   bool gathered = true;
   int holds = 0;                 // GatheredParameters guards holding it
+  torch::Tensor placeholder;     // [1] NaN, compute dtype: the data while released (one per parameter,
+                                 // so a read of it can be traced back to the parameter)
 };
 
 class ShardedParameters {
@@ -91,6 +93,8 @@ class ShardedParameters {
   ShardedParam& operator[](size_t id) { return params_[id]; }
   const ShardedParam& operator[](size_t id) const { return params_[id]; }
   std::optional<size_t> find(const std::string& name) const;
+  // The released parameter whose placeholder storage starts at `data`, if any.
+  std::optional<size_t> released_at(const void* data) const;
   size_t num_groups() const { return layouts_.size(); }
   // This rank's shards of group g ([group shard numel], model dtype); on Nvme a copy read from disk.
   torch::Tensor storage(size_t g) const;

@@ -21,6 +21,7 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
                                                 &config_.aio);
   coordinator_ = std::make_shared<ParamCoordinator>(*params_, *layers_, config_.zero_optimization);
   layers_->set_hooks(coordinator_);
+  first_forward_watch_ = std::make_unique<ReleasedReadWatch>(*params_, [c = coordinator_.get()] { return c->running_layer(); });
   std::vector<torch::Tensor> tensors;
   for (size_t id = 0; id < params_->size(); ++id) tensors.push_back((*params_)[id].param);
   for (size_t g = 0; g < num_groups(); ++g) {
@@ -52,6 +53,16 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   // Each live bucket: its packed gradients and their rank-major packing (≈ the same size).
   o.ledger->add(o.tier, MemKind::Buffers,
                 2 * buckets_->live_numel_bound() * c10::elementSize(plan_.communication));
+}
+
+void ShardedStates::forward_started() {
+  if (first_forward_watch_) first_forward_watch_->start();
+}
+
+void ShardedStates::forward_finished() {
+  if (!first_forward_watch_) return;
+  auto watch = std::move(first_forward_watch_);  // one forward is checked, whatever it finds
+  watch->stop_and_check();
 }
 
 ShardedStates::~ShardedStates() {

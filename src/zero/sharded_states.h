@@ -8,6 +8,7 @@
 #include "zero/gradient_buckets.h"
 #include "zero/model_states.h"
 #include "zero/param_coordinator.h"
+#include "zero/released_read_watch.h"
 #include "zero/sharded_params.h"
 #include "zero/sub_group_tracker.h"
 
@@ -19,6 +20,8 @@ class ShardedStates final : public ModelStates {
   ~ShardedStates() override;
 
   int stage() const override { return 3; }
+  void forward_started() override;
+  void forward_finished() override;
   void after_backward() override;
   void reduce_gradients() override {}
   size_t num_groups() const override { return params_->num_groups(); }
@@ -56,6 +59,7 @@ class ShardedStates final : public ModelStates {
   std::vector<torch::Tensor> part_accum_;  // per group [shard numel], grad_accum dtype
   std::unique_ptr<GradientBuckets> buckets_;
   std::unique_ptr<SubGroupTracker> tracker_;  // with offload overlap
+  std::unique_ptr<ReleasedReadWatch> first_forward_watch_;  // until the first forward has finished
 };
 
 }  // namespace ds::zero
