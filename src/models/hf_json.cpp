@@ -55,4 +55,16 @@ std::optional<int64_t> HfJson::get_nullable_int(const std::string& key, std::opt
   return get_int(key, 0);
 }
 
+nlohmann::json HfJson::get_token_ids(const std::string& key, const nlohmann::json& fallback) const {
+  if (!j_.contains(key)) return fallback;
+  const auto& v = j_.at(key);
+  bool ok = v.is_null() || v.is_number_integer();
+  if (v.is_array()) {
+    ok = true;
+    for (const auto& e : v) ok = ok && e.is_number_integer();
+  }
+  if (!ok) fail(key, "must be a token id, a list of token ids or null, got " + v.dump());
+  return v;
+}
+
 }  // namespace ds::models

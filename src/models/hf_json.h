@@ -25,6 +25,10 @@ class HfJson {
   // Absent → `absent`; present but null → nullopt; an integer → its value.
   std::optional<int64_t> get_nullable_int(const std::string& key, std::optional<int64_t> absent) const;
 
+  // A token id field that HF allows as an integer, a list of integers (Llama 3's eos_token_id) or
+  // null: returned as it is written; `fallback` when absent; ConfigError for anything else.
+  nlohmann::json get_token_ids(const std::string& key, const nlohmann::json& fallback) const;
+
   bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
   const nlohmann::json& json() const { return j_; }
   const std::string& source() const { return source_; }

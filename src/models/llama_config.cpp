@@ -29,8 +29,8 @@ LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j, const std::string
   c.hidden_act = f.get_string("hidden_act", "silu");
   c.initializer_range = f.get_double("initializer_range", 0.02);
   c.pad_token_id = f.get_nullable_int("pad_token_id", std::nullopt);
-  c.bos_token_id = f.get_nullable_int("bos_token_id", std::nullopt);
-  c.eos_token_id = f.get_nullable_int("eos_token_id", std::nullopt);
+  c.bos_token_id = f.get_token_ids("bos_token_id", nullptr);
+  c.eos_token_id = f.get_token_ids("eos_token_id", nullptr);
   // transformers 5 folds rope_theta and the scaling into "rope_parameters".
   if (j.contains("rope_parameters") && j.at("rope_parameters").is_object()) {
     const auto& rp = j.at("rope_parameters");
@@ -85,8 +85,8 @@ nlohmann::json LlamaConfig::to_hf_json() const {
                       {"torch_dtype", "float32"}};
   auto nullable = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   j["pad_token_id"] = nullable(pad_token_id);
-  j["bos_token_id"] = nullable(bos_token_id);
-  j["eos_token_id"] = nullable(eos_token_id);
+  j["bos_token_id"] = bos_token_id;
+  j["eos_token_id"] = eos_token_id;
   if (model_type == "llama") {
     j["attention_bias"] = qkv_bias;
     j["mlp_bias"] = mlp_bias;

@@ -34,7 +34,7 @@ struct LlamaConfig {
   std::optional<int64_t> sliding_window;
   int64_t max_window_layers = 0;  // qwen2: layers ≥ this use the window (when use_sliding_window)
   std::optional<int64_t> pad_token_id;  // its embedding row gets no gradient from the lookup (HF padding_idx)
-  std::optional<int64_t> bos_token_id, eos_token_id;
+  nlohmann::json bos_token_id, eos_token_id;  // as written: an id, a list of ids (Llama 3) or null
   double initializer_range = 0.02;
 
   // From an HF config.json object (`source` names the file in errors). Required: vocab_size,

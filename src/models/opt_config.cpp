@@ -25,8 +25,8 @@ OPTConfig OPTConfig::from_hf_json(const nlohmann::json& j, const std::string& so
   c.tie_word_embeddings = f.get_bool("tie_word_embeddings", true);
   c.activation_function = f.get_string("activation_function", "relu");
   c.pad_token_id = f.get_nullable_int("pad_token_id", 1);
-  c.bos_token_id = f.get_nullable_int("bos_token_id", 2);
-  c.eos_token_id = f.get_nullable_int("eos_token_id", 2);
+  c.bos_token_id = f.get_token_ids("bos_token_id", 2);
+  c.eos_token_id = f.get_token_ids("eos_token_id", 2);
   c.init_std = f.get_double("init_std", 0.02);
   DS_CHECK(c.activation_function == "relu", NotSupported,
            "activation_function \"" + c.activation_function + "\" is not supported for opt (only relu) (in " + source + ")");
@@ -52,8 +52,8 @@ nlohmann::json OPTConfig::to_hf_json() const {
           {"tie_word_embeddings", tie_word_embeddings},
           {"activation_function", activation_function},
           {"pad_token_id", nullable(pad_token_id)},
-          {"bos_token_id", nullable(bos_token_id)},
-          {"eos_token_id", nullable(eos_token_id)},
+          {"bos_token_id", bos_token_id},
+          {"eos_token_id", eos_token_id},
           {"init_std", init_std},
           {"dropout", 0.0},
           {"attention_dropout", 0.0},

@@ -24,7 +24,7 @@ struct OPTConfig {
   bool tie_word_embeddings = true;
   std::string activation_function = "relu";
   std::optional<int64_t> pad_token_id = 1;  // HF padding_idx of embed_tokens
-  std::optional<int64_t> bos_token_id = 2, eos_token_id = 2;
+  nlohmann::json bos_token_id = 2, eos_token_id = 2;  // as written (an id, a list of ids, or null)
   double init_std = 0.02;
 
   // Rows of embed_positions: max_position_embeddings + kPositionOffset.

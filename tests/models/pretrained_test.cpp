@@ -13,6 +13,8 @@
 #include "checkpoint/safetensors.h"
 #include "models/gpt2.h"
 #include "models/hf_weights.h"
+#include "models/llama_config.h"
+#include "models/opt_config.h"
 #include "models/pretrained.h"
 #include "util/error.h"
 
@@ -256,6 +258,58 @@ TEST(Pretrained, BrokenIndexesAreClearErrors) {
   std::ofstream(dir / "model.safetensors.index.json") << "{\"weight_map\": 3}";
   msg = message_of([&] { ds::models::from_pretrained(dir.str()); });
   EXPECT_NE(msg.find("not a safetensors index"), std::string::npos) << msg;
+}
+
+// The config.json files of real checkpoints (as published, extra keys and all) parse, and give
+// the parameter counts transformers reports for them.
+TEST(Pretrained, RealConfigsParseToTheirKnownSizes) {
+  const json llama32_1b = json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "head_dim": 64, "hidden_act": "silu",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072,
+    "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
+    "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})");
+  const json mistral_7b = json::parse(R"({
+    "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+    "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})");
+  const json qwen25_05b = json::parse(R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2",
+    "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.1", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
+  const json opt_125m = json::parse(R"({
+    "_name_or_path": "facebook/opt-125m", "_remove_final_layer_norm": false, "activation_dropout": 0.0,
+    "activation_function": "relu", "architectures": ["OPTForCausalLM"], "attention_dropout": 0.0,
+    "bos_token_id": 2, "do_layer_norm_before": true, "dropout": 0.1, "eos_token_id": 2, "ffn_dim": 3072,
+    "hidden_size": 768, "init_std": 0.02, "layerdrop": 0.0, "max_position_embeddings": 2048, "model_type": "opt",
+    "num_attention_heads": 12, "num_hidden_layers": 12, "pad_token_id": 1, "prefix": "</s>",
+    "torch_dtype": "float16", "transformers_version": "4.21.0.dev0", "use_cache": true, "vocab_size": 50272,
+    "word_embed_proj_dim": 768})");
+  json opt_350m = opt_125m;
+  opt_350m.update(json::parse(R"({"do_layer_norm_before": false, "ffn_dim": 4096, "hidden_size": 1024,
+    "num_attention_heads": 16, "num_hidden_layers": 24, "word_embed_proj_dim": 512})"));
+  const auto llama = ds::models::LlamaConfig::from_hf_json(llama32_1b);
+  EXPECT_EQ(llama.num_parameters(), 1'235'814'400);
+  EXPECT_EQ(llama.eos_token_id, json({128001, 128008, 128009}));
+  EXPECT_EQ(llama.rope_scaling.type, "llama3");
+  EXPECT_EQ(ds::models::LlamaConfig::from_hf_json(mistral_7b).num_parameters(), 7'241'732'096);
+  const auto qwen = ds::models::LlamaConfig::from_hf_json(qwen25_05b);
+  EXPECT_EQ(qwen.num_parameters(), 494'032'768);
+  EXPECT_FALSE(qwen.sliding_window.has_value());
+  EXPECT_EQ(ds::models::OPTConfig::from_hf_json(opt_125m).num_parameters(), 125'239'296);
+  EXPECT_EQ(ds::models::OPTConfig::from_hf_json(opt_350m).num_parameters(), 331'196'416);
+  json bad = llama32_1b;
+  bad["eos_token_id"] = "</s>";
+  EXPECT_THROW(ds::models::LlamaConfig::from_hf_json(bad), ds::ConfigError);
 }
 
 }  // namespace
