@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_checks.h"
 #include "config/loader.h"
 #include "models/gpt2_config.h"
 #include "runtime/dtype_policy.h"
@@ -32,16 +33,6 @@ std::vector<int64_t> synthetic_sizes(double params, int64_t layers) {
   return sizes;
 }
 
-std::vector<int64_t> gpt2_sizes(const ds::models::GPT2Config& c) {
-  const int64_t C = c.n_embd;
-  std::vector<int64_t> s{c.vocab_size * C, c.n_positions * C};
-  for (int64_t l = 0; l < c.n_layer; ++l)
-    for (int64_t n : {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C}) s.push_back(n);
-  s.push_back(C);
-  s.push_back(C);
-  return s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,10 +45,14 @@ int main(int argc, char** argv) {
   CLI::App app{"ds-estimate: per-rank memory of model states for each ZeRO stage and world size"};
   app.add_option("--config", config_path, "a DeepSpeed JSON config (its stage, dtypes, buckets, offload)");
   app.add_option("--model", model, "GPT-2 preset: tiny, small, medium, large, xl")->capture_default_str();
-  app.add_option("--params", params, "instead of --model: a parameter count (e.g. 7e9)");
-  app.add_option("--layers", layers, "with --params: number of equal blocks");
-  app.add_option("--world", worlds, "world sizes")->delimiter(',')->capture_default_str();
-  app.add_option("--stage", stages, "ZeRO stages (default: 0,1,2,3, or the config's)")->delimiter(',');
+  app.add_option("--params", params, "instead of --model: a parameter count (e.g. 7e9)")
+      ->check(ds::tools::real_number(1, 1e15));
+  app.add_option("--layers", layers, "with --params: number of equal blocks")
+      ->check(ds::tools::whole_number(0, 1 << 20));
+  app.add_option("--world", worlds, "world sizes")->delimiter(',')->capture_default_str()
+      ->check(ds::tools::whole_number(1, 1 << 20));
+  app.add_option("--stage", stages, "ZeRO stages (default: 0,1,2,3, or the config's)")->delimiter(',')
+      ->check(ds::tools::whole_number(0, 3));
   app.add_flag("--bf16", bf16, "bf16 parameters (without --config)");
   app.add_flag("--fp16", fp16, "fp16 parameters (without --config)");
   app.add_flag("--offload-optimizer", offload, "offload_optimizer device cpu (without --config)");
@@ -65,7 +60,7 @@ int main(int argc, char** argv) {
 
   try {
     std::vector<int64_t> sizes =
-        params > 0 ? synthetic_sizes(params, layers) : gpt2_sizes(ds::models::GPT2Config::preset(model));
+        params > 0 ? synthetic_sizes(params, layers) : ds::models::GPT2Config::preset(model).parameter_sizes();
     int64_t psi = 0;
     for (int64_t s : sizes) psi += s;
     std::string base = "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW\"}";

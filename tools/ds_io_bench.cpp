@@ -15,12 +15,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "aio/aio_engine.h"
+#include "cli_checks.h"
 #include "aio/nvme_path.h"
 #include "util/error.h"
 
@@ -29,21 +31,31 @@ namespace {
 using ds::aio::AioEngine;
 using ds::aio::AlignedBuffer;
 
-// "4G", "512M", "1m", "4096" → bytes.
-int64_t parse_size(const std::string& s) {
+// "4G", "512M", "1m", "4096" → bytes; anything else, or not positive, is refused naming `option`.
+int64_t parse_size(const std::string& s, const std::string& option) {
+  const std::string usage = "\"" + s + "\" is not a size (use e.g. 4096, 64K, 1M, 4G)";
   size_t end = 0;
-  const double v = std::stod(s, &end);
+  double v = 0;
+  try {
+    v = std::stod(s, &end);
+  } catch (const std::exception&) {
+    throw ds::ConfigError(option, usage);
+  }
   int64_t mult = 1;
   if (end < s.size()) {
+    if (end + 1 != s.size()) throw ds::ConfigError(option, usage);
     switch (s[end]) {
       case 'k': case 'K': mult = 1ll << 10; break;
       case 'm': case 'M': mult = 1ll << 20; break;
       case 'g': case 'G': mult = 1ll << 30; break;
       case 't': case 'T': mult = 1ll << 40; break;
-      default: throw ds::ConfigError("", "bad size \"" + s + "\" (use e.g. 4096, 64K, 1M, 4G)");
+      default: throw ds::ConfigError(option, usage);
     }
   }
-  return static_cast<int64_t>(v * static_cast<double>(mult));
+  const double bytes = v * static_cast<double>(mult);
+  if (!(std::isfinite(bytes) && bytes >= 1 && bytes <= double(1ll << 50)))
+    throw ds::ConfigError(option, s + " must be from 1 byte to 1P");
+  return static_cast<int64_t>(bytes);
 }
 
 // One whole-file transfer as ops of `chunk` bytes (all in flight at once, sharing one buffer:
@@ -77,11 +89,14 @@ int main(int argc, char** argv) {
   app.add_option("--path", path, "a directory (a temporary file is made there) or a file")->capture_default_str();
   app.add_option("--size", size_s, "file size (K, M, G suffixes)")->capture_default_str();
   app.add_option("--block-size", block_s, "aio.block_size: bytes per kernel request")->capture_default_str();
-  app.add_option("--queue-depth", queue_depth, "aio.queue_depth: requests in flight per thread")->capture_default_str();
-  app.add_option("--threads", threads, "aio.intra_op_parallelism: I/O threads per request")->capture_default_str();
+  app.add_option("--queue-depth", queue_depth, "aio.queue_depth: requests in flight per thread")->capture_default_str()
+      ->check(ds::tools::whole_number(1, 65536));
+  app.add_option("--threads", threads, "aio.intra_op_parallelism: I/O threads per request")->capture_default_str()
+      ->check(ds::tools::whole_number(1, 1024));
   app.add_option("--io-size", chunk_s, "bytes per submitted op (the RAM buffer's size)")->capture_default_str();
   app.add_option("--backend", backend_s, "auto, uring or threads")->capture_default_str();
-  app.add_option("--reps", reps, "timed repetitions of each direction")->capture_default_str();
+  app.add_option("--reps", reps, "timed repetitions of each direction")->capture_default_str()
+      ->check(ds::tools::whole_number(1, 1000000));
   app.add_flag("--single-submit", single_submit, "aio.single_submit: one submit call per request");
   app.add_flag("--no-overlap-events", no_overlap, "aio.overlap_events=false: batch, drain, repeat");
   app.add_flag("--read-only", read_only, "time reads only (the file is still laid out first)");
@@ -92,14 +107,14 @@ int main(int argc, char** argv) {
 
   try {
     ds::aio::AioOptions o;
-    o.block_size = parse_size(block_s);
+    o.block_size = parse_size(block_s, "--block-size");
     o.queue_depth = queue_depth;
     o.intra_op_parallelism = threads;
     o.single_submit = single_submit;
     o.overlap_events = !no_overlap;
     o.backend = ds::aio::parse_backend(backend_s, "--backend");
-    const int64_t size = ds::aio::align_up(parse_size(size_s));
-    const int64_t chunk = ds::aio::align_up(std::min(parse_size(chunk_s), size));
+    const int64_t size = ds::aio::align_up(parse_size(size_s, "--size"));
+    const int64_t chunk = ds::aio::align_up(std::min(parse_size(chunk_s, "--io-size"), size));
     std::string file = path;
     const bool temp = std::filesystem::is_directory(path);
     if (temp) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_checks.h"
 #include "launcher/child_process.h"
 #include "launcher/exit_status.h"
 #include "launcher/launch_plan.h"
@@ -46,6 +47,9 @@ int launch(LaunchPlan& plan, const MachineFacts& machine) {
   if (std::getenv("DS_RUN_VERBOSE") != nullptr) std::fprintf(stderr, "ds-run: %s\n", format_command(cmd).c_str());
   // Alive until the records are read and removed, so a signal cannot leave the status dir behind.
   SignalForwarder forwarder(SignalForwarding::kSentToUsOnly);
+  // With the rank wrappers in place, a scheduler's SIGTERM reaches the programs at once and mpirun
+  // does not kill them a second later (child_process.h), so a trainer can save and exit 0.
+  if (!plan.mpirun.shim.empty()) forwarder.send_first_stop_as_graceful();
   const ChildExit end = run_child(cmd.argv, cmd.env, SignalForwarding::kSentToUsOnly);
   const int mpirun_code = end.shell_code();
   std::vector<RankExit> ranks;
@@ -82,11 +86,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-i,--include", r.include, "resources to use: NODE_SPEC[@NODE_SPEC...], NODE_SPEC=NAME[:SLOT[,SLOT...]]");
   app.add_option("-e,--exclude", r.exclude, "resources not to use (same format; exclusive with --include)");
-  app.add_option("--num_nodes", r.num_nodes, "use the first N hosts of the hostfile");
+  app.add_option("--num_nodes", r.num_nodes, "use the first N hosts of the hostfile")
+      ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_option("--num_gpus,--num_accelerators,--num_procs", r.num_gpus,
-                 "ranks per host (slots 0..N-1); without a hostfile, ranks on localhost (default: one per NUMA node)");
+                 "ranks per host (slots 0..N-1); without a hostfile, ranks on localhost (default: one per NUMA node)")
+      ->check(ds::tools::whole_number(1, 1 << 16));
   app.add_option("--master_addr", r.master_addr, "exported as MASTER_ADDR (default 127.0.0.1 on one machine, else the first host)");
-  app.add_option("--master_port", r.master_port, "exported as MASTER_PORT")->capture_default_str();
+  app.add_option("--master_port", r.master_port, "exported as MASTER_PORT")->capture_default_str()
+      ->check(ds::tools::whole_number(1, 65535));
   app.add_option("--launcher", r.launcher, "multi-node backend: openmpi only")->capture_default_str();
   app.add_option("--launcher_args", r.launcher_args, "extra mpirun arguments, as one quoted string");
   app.add_option("--mpirun", r.mpirun, "the mpirun to run")->capture_default_str();

@@ -9,44 +9,57 @@
 #include "models/gpt2.h"
 #include "models/token_data.h"
 #include "offload/huge_pages.h"
+#include "train_checks.h"
 #include "train_options.h"
 #include "util/error.h"
 #include "util/logging.h"
 #include "util/progress.h"
+#include "util/stop_signal.h"
 #include "util/system_info.h"
 
 namespace {
 
-// Refuse up front when the model cannot even be built: it is constructed whole in fp32 before
-// ds::initialize shards or offloads it. The engine then checks its own budget (RAM per ZeRO stage
-// and offload tier, disk on nvme_path) from the config.
-void check_model_fits(const ds::models::GPT2Config& c) {
-  const uint64_t params = static_cast<uint64_t>(c.num_parameters());
-  const uint64_t need = params * 4;
-  const uint64_t avail = ds::mem_available_bytes();
-  DS_CHECK(avail == 0 || need <= avail, ds::OutOfMemory,
-           fmt::format("--model {}: building its {} parameters in fp32 takes {}, but only {} of RAM is available; "
-                       "pick a smaller --model",
-                       c.describe(), params, ds::format_bytes(need), ds::format_bytes(avail)));
+// The end of a run stopped by SIGTERM/SIGINT (or engine.request_stop()) at `step`: one line saying
+// where the work is. With a checkpoint the run ended as asked (exit 0); without --save nothing was
+// kept, and the exit code is the shell's for that signal (128 + signal).
+int stop(const ds::Engine& engine, int64_t step, const std::string& saved) {
+  const int sig = engine.stop_signal();
+  const char* why = ds::stop_signal_name(sig);
+  if (engine.rank() == 0) {
+    if (!saved.empty())
+      std::printf("stopped by %s at step %lld; saved %s\n", why, static_cast<long long>(step), saved.c_str());
+    else
+      std::printf("stopped by %s at step %lld; nothing saved (no --save DIR given)\n", why, static_cast<long long>(step));
+    std::fflush(stdout);
+  }
+  if (!saved.empty()) return 0;
+  return sig != 0 ? 128 + sig : 1;
 }
 
 int run(int argc, char** argv) {
   ds::tools::TrainOptions opt;
   if (!ds::tools::parse_train_options(argc, argv, opt)) return 0;
 
+  // Everything that can be checked from the options, the config and the data file is checked
+  // before anything large is read or built (issue 22): shape, RAM for the model and one
+  // micro-batch, the --save folder.
   auto model_cfg = ds::tools::resolve_model(opt);
+  const int64_t seq = opt.seq ? opt.seq : model_cfg.n_positions;
+  ds::Config config = ds::load_config_file(opt.config_path, ds::comm::launcher_world_size());
+  ds::tools::check_memory_budget(model_cfg, config, seq);
+  ds::tools::check_save_dir(opt.save_dir);
   auto data = ds::models::TokenDataset::from_file(opt.data_path);
   DS_CHECK(data.vocab_size() <= model_cfg.vocab_size, ds::Error,
            fmt::format("--data {} has tokens up to {} but the model's vocab_size is {}; use --vocab",
                        opt.data_path, data.vocab_size() - 1, model_cfg.vocab_size));
-  const int64_t seq = opt.seq ? opt.seq : model_cfg.n_positions;
-  check_model_fits(model_cfg);
+  ds::models::BatchSampler sampler(data, seq, opt.seed);  // checks the data holds one sequence
 
+  // SIGTERM/SIGINT: stop at the next step boundary with a checkpoint (a second one exits at once).
+  ds::install_stop_signal_handlers();
   torch::manual_seed(opt.seed);
   ds::offload::enable_huge_pages_for_cpu_tensors();  // before the model: its weights are large tensors too
   auto model = ds::models::GPT2(model_cfg);
-  auto engine = ds::initialize(model, opt.config_path);
-  ds::models::BatchSampler sampler(data, seq, opt.seed);
+  auto engine = ds::initialize(model, std::move(config));
 
   const int64_t micro = engine.train_micro_batch_size_per_gpu();
   const int64_t gas = engine.gradient_accumulation_steps();
@@ -69,6 +82,7 @@ int run(int argc, char** argv) {
     auto loaded = engine.load_checkpoint(opt.load_dir);
     DS_CHECK(loaded.has_value(), ds::IoError, "--load " + opt.load_dir + ": no 'latest' file there (nothing to resume)");
     first_step = engine.global_steps();
+    ds::tools::check_resume_step(first_step, opt.steps, opt.load_dir);
     if (rank == 0) std::printf("resumed from %s at global step %lld\n", loaded->path.c_str(), static_cast<long long>(first_step));
   }
   auto save = [&] {
@@ -97,6 +111,10 @@ int run(int argc, char** argv) {
     if (step == first_step) first_loss = engine.last_loss();
     auto lr = engine.get_lr();
     progress.update({step + 1, engine.last_loss(), lr.empty() ? 0.0 : lr[0], tokens_per_s, ds::current_rss_bytes()});
+    if (engine.stop_requested()) {  // agreed by every rank at this boundary
+      progress.finish();
+      return stop(engine, step + 1, opt.save_dir.empty() ? std::string() : engine.save_checkpoint(opt.save_dir, "", client_state));
+    }
     if (!opt.save_dir.empty() && opt.save_interval > 0 && (step + 1) % opt.save_interval == 0 && step + 1 < opt.steps) save();
   }
   progress.finish();

@@ -38,7 +38,9 @@ uint64_t parse_size(const std::string& s) {
                                                       {"GB", 1e9},  {"KiB", 1024.0}, {"MiB", 1048576.0},
                                                       {"GiB", 1073741824.0}};
   auto it = units.find(unit);
-  DS_CHECK(it != units.end() && v > 0, Error, "--max-shard-size " + s + ": expected a size like 5GB, 500MB or 1073741824");
+  // At least one byte, and a count uint64 holds (1e400, nan and 0.1 are not sizes).
+  const bool in_range = it != units.end() && v * it->second >= 1 && v * it->second < 1.8e19;
+  DS_CHECK(in_range, Error, "--max-shard-size " + s + ": expected a size from 1 byte up, like 5GB, 500MB or 1073741824");
   return static_cast<uint64_t>(v * it->second);
 }
 

@@ -5,9 +5,18 @@
 
 #include <map>
 
+#include "cli_checks.h"
 #include "util/error.h"
 
 namespace ds::tools {
+namespace {
+
+// Upper bounds that keep every size product (parameter counts, activations) inside int64; the
+// memory checks refuse far smaller shapes on any real machine.
+constexpr int64_t kMaxLayers = 1 << 16, kMaxEmbd = 1 << 20, kMaxVocab = (1ll << 31) - 1, kMaxSeq = 1 << 24;
+constexpr int64_t kMaxSteps = 1ll << 40;
+
+}  // namespace
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   CLI::App app{"ds-train: train a GPT-2 family model on text with deepspeed.cpp"};
@@ -17,18 +26,26 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--config", o.config_path, "DeepSpeed JSON config")->capture_default_str();
   app.add_option("--data", o.data_path, "text file (byte tokens) or llm.c .bin token file")->capture_default_str();
   app.add_option("--model", o.model, "tiny | small | medium | large | xl (GPT-2 sizes)")->capture_default_str();
-  app.add_option("--layers", o.layers, "override n_layer");
-  app.add_option("--heads", o.heads, "override n_head");
-  app.add_option("--embd", o.embd, "override n_embd");
-  app.add_option("--vocab", o.vocab, "override vocab_size");
-  app.add_option("--seq", o.seq, "sequence length (default: the model's n_positions)");
-  app.add_option("--steps", o.steps, "optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--seed", o.seed, "seed for weights and data order")->capture_default_str();
-  app.add_option("--progress", progress, "auto | bar | lines | off")->capture_default_str()
+  app.add_option("--layers", o.layers, "override n_layer")->check(whole_number(1, kMaxLayers));
+  app.add_option("--heads", o.heads, "override n_head (must divide n_embd)")->check(whole_number(1, kMaxEmbd));
+  app.add_option("--embd", o.embd, "override n_embd")->check(whole_number(1, kMaxEmbd));
+  app.add_option("--vocab", o.vocab, "override vocab_size")->check(whole_number(1, kMaxVocab));
+  app.add_option("--seq", o.seq, "sequence length (default: the model's n_positions; a longer one raises n_positions)")
+      ->check(whole_number(1, kMaxSeq));
+  app.add_option("--steps", o.steps, "optimizer steps, counted from the start of training (also after --load)")
+      ->capture_default_str()->check(whole_number(1, kMaxSteps));
+  app.add_option("--seed", o.seed, "seed for weights and data order")->capture_default_str()
+      ->check(whole_number(0, INT64_MAX));
+  app.add_option("--progress", progress,
+                 "auto | bar | lines | off. auto: a bar redrawn in place when stdout is an interactive terminal and this is "
+                 "not an MPI rank (mpirun gives ranks a pseudo-terminal, and logs), else plain lines; bar forces the bar")
+      ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
-  app.add_option("--save", o.save_dir, "save checkpoints into this directory (at the end, and every --save-interval steps)");
+  app.add_option("--save", o.save_dir,
+                 "save checkpoints into this directory (at the end, every --save-interval steps, and on SIGTERM/SIGINT); "
+                 "created and checked writable before training");
   app.add_option("--save-interval,--save_interval", o.save_interval, "steps between checkpoints (0: only at the end)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, kMaxSteps));
   app.add_option("--load", o.load_dir, "resume from the checkpoint named by <dir>/latest (any world size)");
   bool no_progress = false;
   app.add_flag("--no_progress,--no-progress", no_progress, "same as --progress off");
@@ -53,7 +70,11 @@ models::GPT2Config resolve_model(const TrainOptions& o) {
   if (o.embd) c.n_embd = o.embd;
   if (o.vocab) c.vocab_size = o.vocab;
   if (o.seq) c.n_positions = std::max(c.n_positions, o.seq);
-  c.validate();
+  try {
+    c.validate();
+  } catch (const ConfigError& e) {  // name the options, not the model's field names alone
+    throw ConfigError("--model " + o.model + " with --layers/--heads/--embd/--vocab", e.what());
+  }
   return c;
 }
 

@@ -13,7 +13,8 @@ struct TrainOptions {
   std::string config_path;   // DeepSpeed JSON
   std::string data_path;     // text (byte tokens) or llm.c .bin tokens
   std::string model = "tiny";
-  int64_t layers = 0, heads = 0, embd = 0, vocab = 0, seq = 0;  // 0: the preset's value
+  // 0: not given (the preset's value); the command line accepts only >= 1 (train_options.cpp).
+  int64_t layers = 0, heads = 0, embd = 0, vocab = 0, seq = 0;
   int64_t steps = 1000;
   uint64_t seed = 42;
   ProgressMode progress = ProgressMode::Auto;

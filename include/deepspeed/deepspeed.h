@@ -19,6 +19,7 @@
 #include "runtime/engine.h"
 #include "runtime/param_groups.h"
 #include "runtime/world.h"
+#include "util/stop_signal.h"  // ds::install_stop_signal_handlers(): SIGTERM/SIGINT stop at a boundary
 
 namespace ds {
 

@@ -60,6 +60,16 @@ std::string GPT2Config::describe() const {
          " n_positions=" + std::to_string(n_positions) + " (" + count + " parameters)";
 }
 
+std::vector<int64_t> GPT2Config::parameter_sizes() const {
+  const int64_t C = n_embd;
+  std::vector<int64_t> s{vocab_size * C, n_positions * C};
+  for (int64_t l = 0; l < n_layer; ++l)
+    for (int64_t n : {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C}) s.push_back(n);
+  s.push_back(C);  // ln_f
+  s.push_back(C);
+  return s;
+}
+
 void GPT2Config::validate() const {
   const std::pair<const char*, int64_t> fields[] = {{"vocab_size", vocab_size},
                                                     {"n_positions", n_positions},

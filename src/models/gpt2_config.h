@@ -25,6 +25,10 @@ struct GPT2Config {
   // V·C + P·C + L·(12·C² + 13·C) + 2·C.
   int64_t num_parameters() const;
 
+  // The element count of each parameter tensor, in the model's named_parameters() order (wte, wpe,
+  // then per block ln_1, attn, ln_2, mlp; ln_f): what memory estimates size buffers from.
+  std::vector<int64_t> parameter_sizes() const;
+
   // One line: "GPT-2 n_layer=12 n_head=12 n_embd=768 vocab_size=50257 n_positions=1024 (124.44M parameters)".
   std::string describe() const;
 

@@ -1,19 +1,50 @@
 // TokenDataset (text bytes or llm.c token files, chosen by content) and BatchSampler.
 #include "models/token_data.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "util/error.h"
+#include "util/system_info.h"
 
 namespace ds::models {
 namespace {
 
 using FilePtr = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
 
+// What a file that is not a plain file is ("a character device" for /dev/zero), for messages.
+const char* kind_of(const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISFIFO(st.st_mode)) return "a pipe";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Refuses, before reading a byte, what would never end (/dev/zero, a pipe) or could not fit: the
+// file's bytes and its uint16 tokens are in memory together while it is parsed (3 bytes per byte).
+void check_readable_size(const std::string& path) {
+  struct stat st {};
+  DS_CHECK(::stat(path.c_str(), &st) == 0, IoError,
+           "cannot open token data \"" + path + "\": " + std::strerror(errno));
+  DS_CHECK(S_ISREG(st.st_mode), IoError,
+           "token data \"" + path + "\" is " + kind_of(st) +
+               "; give a regular file (text, or an llm.c .bin token file)");
+  const uint64_t need = 3 * static_cast<uint64_t>(st.st_size);
+  const uint64_t avail = mem_available_bytes();
+  DS_CHECK(avail == 0 || need <= avail, OutOfMemory,
+           "token data \"" + path + "\" is " + format_bytes(static_cast<uint64_t>(st.st_size)) +
+               "; reading it takes about " + format_bytes(need) + " of RAM (its bytes and its tokens), but only " +
+               format_bytes(avail) + " is available; use a smaller file (or a part of it)");
+}
+
 std::string read_all(const std::string& path) {
+  check_readable_size(path);
   FilePtr f(std::fopen(path.c_str(), "rb"), &std::fclose);
   DS_CHECK(f != nullptr, IoError,
            "cannot open token data \"" + path + "\": " + std::strerror(errno));

@@ -24,7 +24,8 @@ class TokenDataset {
   // Reads `path`, choosing the format by content: a file starting with the llm.c magic is a token
   // file; any other file is text, one token per byte (vocab 256). A file that has NUL bytes in its
   // first 1 KiB but no magic is refused as a damaged/foreign binary file rather than read as text.
-  // Errors (ds::IoError): unreadable file (path + strerror), bad llm.c header, truncated file.
+  // Errors (ds::IoError): unreadable file (path + strerror), not a regular file (/dev/zero, a pipe),
+  // bad llm.c header, truncated file; ds::OutOfMemory when reading it would not fit in RAM.
   static TokenDataset from_file(const std::string& path);
   // Byte-level tokens of `text` (vocab 256).
   static TokenDataset from_text(const std::string& text);

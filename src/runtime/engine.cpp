@@ -261,6 +261,7 @@ void Engine::step() {
     global_samples_ += config_.train_batch_size;
     last_loss_ = loss_accum_;
     loss_accum_ = 0.0;
+    stop_.agree(*comm_);  // a stop request takes effect on every rank at the same boundary
   }
   timings_.step = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   timings_.step_sum += timings_.step;

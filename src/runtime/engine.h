@@ -27,6 +27,7 @@
 #include "precision/step_guard.h"
 #include "profiling/flops_profiler.h"
 #include "profiling/monitor_master.h"
+#include "runtime/stop_request.h"
 #include "nn/activation_checkpointing.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
@@ -86,6 +87,12 @@ class Engine {
   double get_global_grad_norm() const { return last_grad_norm_; }
   // Mean loss of the last completed global step (sum over micro-steps of loss/GAS).
   double last_loss() const { return last_loss_; }
+  // Graceful stop (runtime/stop_request.h): request_stop() on any rank, or a SIGTERM/SIGINT after
+  // ds::install_stop_signal_handlers(), makes stop_requested() true on every rank at the same
+  // accumulation boundary; the loop then saves a checkpoint and ends. stop_signal(): SIGTERM, SIGINT or 0.
+  void request_stop() { stop_.request(); }
+  bool stop_requested() const { return stop_.agreed(); }
+  int stop_signal() const { return stop_.signal(); }
   // ZeRO-Offload overlap: optimizer sub-groups stepped during backward so far (0 when it is off).
   int64_t overlapped_sub_group_steps() const { return overlapped_sub_group_steps_; }
 
@@ -188,6 +195,7 @@ class Engine {
   bool flops_profile_active_ = false;                         // this global step is profile_step
   double optimizer_seconds_ = 0;  // time in optimizer steps since the last report (NVMe phase report)
   std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing_;
+  StopRequest stop_;  // agreed at each accumulation boundary
 
   int64_t global_steps_ = 0;
   int64_t global_samples_ = 0;

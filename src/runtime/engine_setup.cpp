@@ -17,6 +17,7 @@
 #include "zero/memory_estimate.h"
 #include "runtime/dtype_policy.h"
 #include "runtime/engine.h"
+#include "runtime/output_paths.h"
 #include "runtime/world.h"
 #include "util/error.h"
 #include "util/logging.h"
@@ -83,6 +84,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::ve
                       fmt::format("the batch triple was resolved for world size {} but {} ranks are running; "
                                   "load the config with the launcher's world size (ds::initialize does)",
                                   config_.world_size, world_size()));
+  check_output_paths(config_, *comm_);  // monitor folders, profiler file: writable, or fail now
   monitor_ = MonitorMaster(monitor_options(config_, comm_->rank()));  // a bad output_path fails here
   setup_parameters(groups);
   setup_optimizer(groups);

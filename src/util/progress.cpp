@@ -14,9 +14,7 @@ namespace {
 
 ProgressMode resolve_mode(ProgressMode m, std::FILE* out) {
   if (m != ProgressMode::Auto) return m;
-  const char* term = std::getenv("TERM");
-  bool dumb = term != nullptr && std::string(term) == "dumb";
-  return (isatty(fileno(out)) && !dumb) ? ProgressMode::Bar : ProgressMode::Lines;
+  return interactive_terminal(out) ? ProgressMode::Bar : ProgressMode::Lines;
 }
 
 double eta_seconds(const ProgressStats& s, std::int64_t total, double elapsed) {
@@ -25,6 +23,22 @@ double eta_seconds(const ProgressStats& s, std::int64_t total, double elapsed) {
 }
 
 }  // namespace
+
+bool launched_as_mpi_rank() {
+  // Open MPI sets the first two in every rank, PMIx-based launchers the third.
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+bool interactive_terminal(std::FILE* out) {
+  // Open MPI gives each rank a pseudo-terminal for stdout even when mpirun's own output goes to a
+  // file or a pipe (measured: /dev/pts/N under `mpirun ... > log`), so isatty() alone would put
+  // \r and ESC[K into logs.
+  const char* term = std::getenv("TERM");
+  const bool dumb = term != nullptr && std::string(term) == "dumb";
+  return isatty(fileno(out)) && !dumb && !launched_as_mpi_rank();
+}
 
 std::string format_duration(double seconds) {
   auto t = static_cast<long>(std::llround(std::max(0.0, seconds)));

@@ -17,20 +17,28 @@
 namespace ds::launcher {
 namespace {
 
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
+static_assert(kGracefulStopSignal == SIGALRM);
 
 // A signal handler can reach only globals; one forwarder and one child at a time per process.
 volatile sig_atomic_t g_child_pid = 0;
 volatile sig_atomic_t g_forward_all = 0;
 volatile sig_atomic_t g_last_terminating = 0;
+volatile sig_atomic_t g_graceful_first_stop = 0;  // ds-run: the first SIGTERM/SIGINT goes as SIGALRM
+volatile sig_atomic_t g_stops_forwarded = 0;
 bool g_forwarder_alive = false;
 struct sigaction g_old[std::size(kForwarded)];
 
 void forward(int sig, siginfo_t* info, void*) {
-  if (sig != SIGUSR1 && sig != SIGUSR2) g_last_terminating = sig;
+  if (sig != SIGUSR1 && sig != SIGUSR2 && sig != SIGALRM) g_last_terminating = sig;
   if (g_child_pid <= 0) return;
+  // The rank wrapper: mpirun's forwarded graceful stop becomes the SIGTERM the program handles.
+  if (g_forward_all != 0 && sig == kGracefulStopSignal) sig = SIGTERM;
   // si_code <= 0 (SI_USER, SI_QUEUE, SI_TKILL): sent by a process; > 0: by the kernel (a tty).
-  if (g_forward_all != 0 || info == nullptr || info->si_code <= 0) kill(g_child_pid, sig);
+  if (g_forward_all == 0 && info != nullptr && info->si_code > 0) return;
+  if (g_graceful_first_stop != 0 && (sig == SIGTERM || sig == SIGINT) && g_stops_forwarded++ == 0)
+    sig = kGracefulStopSignal;
+  kill(g_child_pid, sig);
 }
 
 sigset_t forwarded_set() {
@@ -47,6 +55,8 @@ SignalForwarder::SignalForwarder(SignalForwarding mode) {
   g_forwarder_alive = true;
   g_forward_all = mode == SignalForwarding::kAll ? 1 : 0;
   g_last_terminating = 0;
+  g_graceful_first_stop = 0;
+  g_stops_forwarded = 0;
   struct sigaction act {};
   act.sa_sigaction = forward;
   act.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -60,6 +70,8 @@ SignalForwarder::~SignalForwarder() {
 }
 
 int SignalForwarder::last_terminating_signal() const { return g_last_terminating; }
+
+void SignalForwarder::send_first_stop_as_graceful() { g_graceful_first_stop = 1; }
 
 ChildExit run_child(const std::vector<std::string>& argv, const std::vector<EnvVar>& extra_env,
                     SignalForwarding forwarding) {
