@@ -4,14 +4,24 @@
 // bounded by the largest tensor, not the model (DeepSpeed's zero_to_fp32 holds the whole model).
 // GPT-2 checkpoints written by ds-train carry the model's shape: their Conv1D weights are
 // transposed to HF's [in, out] and a config.json is written, so HF tools load the export.
+// Every byte read is verified against the manifest's checksums (--no-verify skips it). The files are
+// written into a staging folder inside the output folder and moved into place only when all are
+// complete, so a failure leaves the output folder as it was; then stale model files that would
+// shadow or mix with the new export (a single model.safetensors beside new shards, or shards and
+// their index beside a new single file) are removed, and the tool says which.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <regex>
 
 #include "checkpoint/layout.h"
 #include "checkpoint/manifest.h"
+#include "checkpoint/posix_file.h"
 #include "checkpoint/state_files.h"
 #include "models/gpt2_hf.h"
 #include "util/error.h"
@@ -23,6 +33,52 @@ using namespace ds;
 
 struct Options {
   std::string checkpoint_dir, output_dir, tag, dtype = "fp32", max_shard_size = "5GB";
+  bool no_verify = false;
+};
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+bool is_shard_name(const std::string& name) {
+  static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  return std::regex_match(name, shard);
+}
+
+// Model files in `dir` that Hugging Face would load instead of, or together with, the export's
+// `written` files: model.safetensors when the export is sharded; an index and shards that are not
+// the export's when it is a single file (or shards of another count).
+std::vector<std::string> stale_model_files(const std::string& dir, const std::vector<std::string>& written,
+                                           bool sharded) {
+  std::vector<std::string> stale;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (std::find(written.begin(), written.end(), name) != written.end()) continue;
+    if ((sharded && name == kSingleFile) || (!sharded && name == kIndexFile) || is_shard_name(name))
+      stale.push_back(name);
+  }
+  std::sort(stale.begin(), stale.end());
+  return stale;
+}
+
+// A text file, atomically (temp, fsync, rename) like every file the checkpoint layer writes.
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    checkpoint::UniqueFd fd = checkpoint::open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
+    checkpoint::write_all(fd.get(), text.data(), text.size(), tmp);
+    checkpoint::fsync_fd(fd.get(), tmp);
+    fd.close(tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+// The staging folder: removed with whatever it holds unless released (on success it is empty).
+struct Staging {
+  std::string path;
+  ~Staging() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
 };
 
 uint64_t parse_size(const std::string& s) {
@@ -62,6 +118,9 @@ int run(int argc, char** argv) {
   app.add_option("--dtype", o.dtype, "fp32 | bf16 | fp16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--max-shard-size,--max_shard_size", o.max_shard_size, "largest file (5GB, 500MB, ...); bigger exports are sharded")
       ->capture_default_str();
+  app.add_flag("--no-verify,--no_verify", o.no_verify,
+               "skip the CRC-32C check of every byte read against the checkpoint's manifest (faster; exports a "
+               "corrupted checkpoint as it is)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -76,7 +135,7 @@ int run(int argc, char** argv) {
   }
   const std::string dir = checkpoint::resolve_tag_dir(o.checkpoint_dir, o.tag);
   const checkpoint::Manifest m = checkpoint::read_manifest((fs::path(dir) / checkpoint::kManifestFile).string());
-  checkpoint::SliceReader reader(dir, m);
+  checkpoint::SliceReader reader(dir, m, !o.no_verify);
   const nlohmann::json model = m.client_state.value("model", nlohmann::json::object());
   const bool gpt2 = model.value("type", "") == "gpt2";
 
@@ -88,7 +147,7 @@ int run(int argc, char** argv) {
     it.bytes = uint64_t(p.numel()) * elem;
     items.push_back(std::move(it));
   }
-  checkpoint::SafetensorsFile model_file((fs::path(dir) / m.model_file).string());
+  checkpoint::SafetensorsFile model_file((fs::path(dir) / m.model_file).string(), reader.checksums_of(m.model_file));
   for (const auto& t : model_file.tensors()) {
     const bool is_float = t.dtype == checkpoint::StDtype::F32 || t.dtype == checkpoint::StDtype::BF16 ||
                           t.dtype == checkpoint::StDtype::F16 || t.dtype == checkpoint::StDtype::F64;
@@ -108,54 +167,91 @@ int run(int argc, char** argv) {
     total += it.bytes;
   }
   std::error_code ec;
+  const bool created = !fs::exists(o.output_dir);
   fs::create_directories(o.output_dir, ec);
   DS_CHECK(!ec, IoError, o.output_dir + ": cannot create: " + ec.message());
-  nlohmann::json weight_map = nlohmann::json::object();
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string file = shards.size() == 1 ? "model.safetensors"
-                                                : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-    checkpoint::SafetensorsWriter w((fs::path(o.output_dir) / file).string());
-    w.set_metadata("format", "pt");
-    for (const Item* it : shards[s]) {
-      weight_map[it->name] = file;
-      const checkpoint::TensorInfo* info = it->param ? nullptr : &model_file.at(it->name);
-      torch::ScalarType dtype = out_dtype;  // integer buffers keep their dtype
-      if (info && !torch::isFloatingType(checkpoint::scalar_type_of(info->dtype))) dtype = checkpoint::scalar_type_of(info->dtype);
-      w.add_streamed(it->name, checkpoint::st_dtype_of(dtype), it->shape, [&, it, info, dtype](const auto& sink) {
-        torch::Tensor t;
-        if (it->param) {  // the fp32 master, gathered from its pieces in whichever rank files
-          t = torch::empty(it->param->shape, torch::kFloat32);
-          reader.read(checkpoint::kMasterState, *it->param, 0, it->param->numel(), t.data_ptr<float>());
-        } else {
-          t = torch::empty(info->shape, checkpoint::scalar_type_of(info->dtype));
-          model_file.read(*info, t.data_ptr(), info->nbytes());
-        }
-        if (it->transpose) t = t.t();
-        t = t.to(dtype).contiguous();
-        sink(t.data_ptr(), t.nbytes());
-      });
+  Staging staging{(fs::path(o.output_dir) / (".ds-zero-to-fp32.partial." + std::to_string(::getpid()))).string()};
+  fs::create_directory(staging.path, ec);
+  DS_CHECK(!ec, IoError, staging.path + ": cannot create: " + ec.message() + " (is " + o.output_dir + " writable?)");
+  std::vector<std::string> written;  // file names, in the order they are moved into place
+  try {
+    nlohmann::json weight_map = nlohmann::json::object();
+    for (size_t s = 0; s < shards.size(); ++s) {
+      const std::string file =
+          shards.size() == 1 ? kSingleFile : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+      checkpoint::SafetensorsWriter w((fs::path(staging.path) / file).string());
+      w.set_metadata("format", "pt");
+      for (const Item* it : shards[s]) {
+        weight_map[it->name] = file;
+        const checkpoint::TensorInfo* info = it->param ? nullptr : &model_file.at(it->name);
+        torch::ScalarType dtype = out_dtype;  // integer buffers keep their dtype
+        if (info && !torch::isFloatingType(checkpoint::scalar_type_of(info->dtype))) dtype = checkpoint::scalar_type_of(info->dtype);
+        w.add_streamed(it->name, checkpoint::st_dtype_of(dtype), it->shape, [&, it, info, dtype](const auto& sink) {
+          torch::Tensor t;
+          if (it->param) {  // the fp32 master, gathered from its pieces in whichever rank files
+            t = torch::empty(it->param->shape, torch::kFloat32);
+            reader.read(checkpoint::kMasterState, *it->param, 0, it->param->numel(), t.data_ptr<float>());
+          } else {
+            t = torch::empty(info->shape, checkpoint::scalar_type_of(info->dtype));
+            model_file.read(*info, t.data_ptr(), info->nbytes());
+          }
+          if (it->transpose) t = t.t();
+          t = t.to(dtype).contiguous();
+          sink(t.data_ptr(), t.nbytes());
+        });
+      }
+      w.commit();
+      written.push_back(file);
     }
-    w.commit();
+    if (shards.size() > 1) {
+      nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+      write_text_file((fs::path(staging.path) / kIndexFile).string(), index.dump(2) + "\n");
+      written.push_back(kIndexFile);
+    }
+    if (gpt2) {
+      models::GPT2Config c;
+      c.vocab_size = model.at("vocab_size");
+      c.n_positions = model.at("n_positions");
+      c.n_embd = model.at("n_embd");
+      c.n_layer = model.at("n_layer");
+      c.n_head = model.at("n_head");
+      auto cfg = models::hf_config_json(c);
+      cfg["torch_dtype"] = o.dtype == "bf16" ? "bfloat16" : o.dtype == "fp16" ? "float16" : "float32";
+      write_text_file((fs::path(staging.path) / "config.json").string(), cfg.dump(2) + "\n");
+      written.push_back("config.json");
+    }
+  } catch (...) {
+    // Nothing of this export is left behind (the staging folder goes with `staging`).
+    if (created) {
+      std::error_code ignored;
+      fs::remove_all(staging.path, ignored);
+      fs::remove(o.output_dir, ignored);  // only when empty: it was created for this export
+    }
+    throw;
   }
-  if (shards.size() > 1) {
-    nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    std::ofstream((fs::path(o.output_dir) / "model.safetensors.index.json").string()) << index.dump(2) << "\n";
+  // Every file is complete: move them into place, then remove what would shadow or mix with them.
+  for (const auto& file : written) fs::rename(fs::path(staging.path) / file, fs::path(o.output_dir) / file);
+  checkpoint::fsync_directory(o.output_dir);
+  const bool sharded = shards.size() > 1;
+  const std::vector<std::string> stale = stale_model_files(o.output_dir, written, sharded);
+  for (const auto& file : stale) {
+    fs::remove(fs::path(o.output_dir) / file, ec);
+    DS_CHECK(!ec, IoError,
+             (fs::path(o.output_dir) / file).string() + ": cannot remove this stale model file (" + ec.message() +
+                 "); remove it by hand: Hugging Face would load it " +
+                 (sharded && file == kSingleFile ? "instead of the new shards" : "together with the new export"));
+    std::printf("ds-zero-to-fp32: removed stale %s/%s (%s)\n", o.output_dir.c_str(), file.c_str(),
+                file == kSingleFile ? "Hugging Face would load it instead of the new shards"
+                                    : "from an earlier export; it would mix with the new files");
   }
-  if (gpt2) {
-    models::GPT2Config c;
-    c.vocab_size = model.at("vocab_size");
-    c.n_positions = model.at("n_positions");
-    c.n_embd = model.at("n_embd");
-    c.n_layer = model.at("n_layer");
-    c.n_head = model.at("n_head");
-    auto cfg = models::hf_config_json(c);
-    cfg["torch_dtype"] = o.dtype == "bf16" ? "bfloat16" : o.dtype == "fp16" ? "float16" : "float32";
-    std::ofstream((fs::path(o.output_dir) / "config.json").string()) << cfg.dump(2) << "\n";
-  }
+  if (!stale.empty()) checkpoint::fsync_directory(o.output_dir);
   std::printf("ds-zero-to-fp32: %s (ZeRO stage %d, %d rank file%s) -> %s: %zu tensors, %s in %zu file%s%s; peak RSS %s\n",
               dir.c_str(), m.zero_stage, m.dp_world_size, m.dp_world_size == 1 ? "" : "s", o.output_dir.c_str(),
               items.size(), format_bytes(total).c_str(), shards.size(), shards.size() == 1 ? "" : "s",
               gpt2 ? " (Hugging Face GPT-2 layout + config.json)" : "", format_bytes(peak_rss_bytes()).c_str());
+  if (!reader.verifying())
+    std::printf("ds-zero-to-fp32: not verified (%s)\n",
+                o.no_verify ? "--no-verify" : "the checkpoint has no checksums: saved by an older deepspeed.cpp");
   return 0;
 }
 
@@ -166,6 +262,8 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ds-zero-to-fp32: error: %s\n", e.what());
+    if (std::string(e.what()).find("checksum mismatch") != std::string::npos)
+      std::fprintf(stderr, "ds-zero-to-fp32: nothing was written; --no-verify exports the checkpoint as it is\n");
     return 1;
   }
 }

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "checkpoint/posix_file.h"
 #include "util/error.h"
@@ -48,11 +51,17 @@ json to_json(const Manifest& m) {
     for (const auto& q : p.pieces) pieces.push_back({{"rank", q.rank}, {"offset", q.offset}, {"length", q.length}});
     params.push_back({{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}, {"pieces", pieces}});
   }
-  return {{"format", "deepspeed.cpp checkpoint"}, {"version", m.version}, {"tag", m.tag},
-          {"zero_stage", m.zero_stage}, {"dp_world_size", m.dp_world_size}, {"rank_files", m.rank_files},
-          {"model_file", m.model_file}, {"states", m.states}, {"module_tensors", m.module_tensors},
-          {"engine", m.engine}, {"ds_config", m.ds_config}, {"client_state", m.client_state},
-          {"parameters", params}};
+  json out = {{"format", "deepspeed.cpp checkpoint"}, {"version", m.version}, {"tag", m.tag},
+              {"zero_stage", m.zero_stage}, {"dp_world_size", m.dp_world_size}, {"rank_files", m.rank_files},
+              {"model_file", m.model_file}, {"states", m.states}, {"module_tensors", m.module_tensors},
+              {"engine", m.engine}, {"ds_config", m.ds_config}, {"client_state", m.client_state},
+              {"parameters", params}};
+  if (!m.checksums.empty()) {
+    json files = json::object();
+    for (const auto& [file, sums] : m.checksums) files[file] = to_json(sums);
+    out["checksums"] = {{"algorithm", kChecksumAlgorithm}, {"files", files}};
+  }
+  return out;
 }
 
 namespace {
@@ -61,13 +70,36 @@ namespace {
   throw IoError(source + ": not a valid deepspeed.cpp checkpoint manifest: " + what);
 }
 
+// An integer of T's range; anything else (a float, which nlohmann would convert with undefined
+// behaviour when out of range, or a number T cannot hold) is a manifest we did not write.
+template <class T>
+T integer(const json& v, const char* key, const std::string& source) {
+  if (!v.is_number_integer()) bad(source, std::string("\"") + key + "\" is not an integer");
+  constexpr auto lo = std::numeric_limits<T>::min();
+  constexpr auto hi = static_cast<uint64_t>(std::numeric_limits<T>::max());
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= hi
+                                           : v.get<int64_t>() >= lo && (v.get<int64_t>() < 0 || uint64_t(v.get<int64_t>()) <= hi);
+  if (!fits) bad(source, std::string("\"") + key + "\" is out of range");
+  return v.is_number_unsigned() ? static_cast<T>(v.get<uint64_t>()) : static_cast<T>(v.get<int64_t>());
+}
+
 template <class T>
 T get(const json& j, const char* key, const std::string& source) {
   if (!j.is_object() || !j.contains(key)) bad(source, std::string("missing \"") + key + "\"");
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    bad(source, std::string("\"") + key + "\" has the wrong type");
+  const json& v = j.at(key);
+  if constexpr (std::is_integral_v<T>) {
+    return integer<T>(v, key, source);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    if (!v.is_array()) bad(source, std::string("\"") + key + "\" has the wrong type");
+    T out;
+    for (const auto& e : v) out.push_back(integer<int64_t>(e, key, source));
+    return out;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      bad(source, std::string("\"") + key + "\" has the wrong type");
+    }
   }
 }
 
@@ -82,6 +114,26 @@ void check_tiling(const ParamEntry& p, size_t ranks, const std::string& source) 
   }
   if (next != p.numel())
     bad(source, p.name + ": pieces cover " + std::to_string(next) + " of " + std::to_string(p.numel()) + " elements");
+}
+
+// "checksums": {"algorithm": "crc32c", "files": {"<file>": {...}}}: one entry for each rank file and
+// the model file, no other.
+void read_checksums(const json& c, Manifest& m, const std::string& source) {
+  if (!c.is_object()) bad(source, "\"checksums\" is not an object");
+  const auto algorithm = get<std::string>(c, "algorithm", source);
+  if (algorithm != kChecksumAlgorithm)
+    bad(source, "checksum algorithm \"" + algorithm + "\" (this build knows " + kChecksumAlgorithm + ")");
+  const json files = get<json>(c, "files", source);
+  if (!files.is_object()) bad(source, "\"checksums.files\" is not an object");
+  std::vector<std::string> want = m.rank_files;
+  want.push_back(m.model_file);
+  for (const auto& f : want)
+    if (!files.contains(f)) bad(source, "no checksums for " + f);
+  if (files.size() != std::set<std::string>(want.begin(), want.end()).size())
+    bad(source, "checksums of a file that is not part of the checkpoint");
+  for (const auto& [file, entry] : files.items())
+    m.checksums.emplace(
+        file, file_checksums_from_json(entry, source + ": not a valid deepspeed.cpp checkpoint manifest: checksums of " + file));
 }
 
 }  // namespace
@@ -124,6 +176,7 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
     check_tiling(p, m.rank_files.size(), source);
     m.params.push_back(std::move(p));
   }
+  if (j.contains("checksums")) read_checksums(j.at("checksums"), m, source);
   return m;
 }
 

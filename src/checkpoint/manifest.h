@@ -2,15 +2,19 @@
 // name, shape and model dtype, and which rank file holds which global [offset, offset + length)
 // of its fp32 master and of each optimizer state (tensor "<state>/<name>@<offset>" in that file);
 // the engine's counters, loss scaler, LR schedule and optimizer step state; the config used; and
-// the user's client_state. Everything a loader at any world size needs to find its slices,
-// without opening more than the headers of the rank files.
+// the user's client_state; and the checksums of every other file of the tag (checkpoint/checksums.h).
+// Everything a loader at any world size needs to find its slices and verify them, without opening
+// more than the headers of the rank files.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "checkpoint/checksums.h"
 
 namespace ds::checkpoint {
 
@@ -44,6 +48,9 @@ struct Manifest {
   nlohmann::json engine = nlohmann::json::object();        // counters, scaler, schedule, optimizer
   nlohmann::json ds_config = nlohmann::json::object();     // the config the run was started with
   nlohmann::json client_state = nlohmann::json::object();  // the user's, returned by load
+  // By file name (each rank file and the model file); empty in checkpoints saved before checksums
+  // existed, which load unverified with a warning.
+  std::map<std::string, FileChecksums> checksums;
 
   const ParamEntry* find(const std::string& name) const;
 };
@@ -54,7 +61,8 @@ std::string piece_tensor_name(const std::string& state, const std::string& param
 bool parse_piece_tensor_name(const std::string& tensor, std::string* state, std::string* param, int64_t* offset);
 
 nlohmann::json to_json(const Manifest& m);
-// Validates the structure (types, version, piece tiling, rank indices) and throws ds::IoError
+// Validates the structure (types, version, piece tiling, rank indices, a checksum entry for every
+// file when there are checksums) and throws ds::IoError
 // "<source>: <what is wrong>" for a manifest that is not one we wrote.
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& source);
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checksums.h"
 #include "checkpoint/posix_file.h"
 
 namespace ds::checkpoint {
@@ -85,9 +86,13 @@ std::optional<size_t> find_invalid_utf8(std::string_view text);
 // An open safetensors file: the header is read and validated at construction (at most 100 MB,
 // never the data); tensors are then read one at a time with pread into the caller's memory.
 // Const methods are safe to call from several threads at once.
+// With `expected` checksums (checkpoint/checksums.h; must outlive the object), the constructor
+// checks the file size, the header's CRC and that every tensor has its chunk CRCs, and every read
+// verifies the chunks it touches: a mismatch throws ds::IoError naming the file, the tensor, the
+// byte range and the expected and actual CRC-32C.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(std::string path);
+  explicit SafetensorsFile(std::string path, const FileChecksums* expected = nullptr);
 
   const std::string& path() const { return path_; }
   uint64_t file_size() const { return file_size_; }
@@ -103,8 +108,14 @@ class SafetensorsFile {
   // Reads bytes [offset, offset + length) of the tensor (for readers that need one shard).
   void read_range(const TensorInfo& info, uint64_t offset, void* dst, size_t length) const;
 
+  bool verified() const { return expected_ != nullptr; }
+
  private:
+  void check_expected() const;
+  void read_verified(const TensorInfo& info, uint64_t offset, void* dst, size_t length) const;
+
   std::string path_;
+  const FileChecksums* expected_ = nullptr;
   UniqueFd fd_;
   uint64_t file_size_ = 0;
   Header header_;
@@ -140,6 +151,8 @@ class SafetensorsWriter {
   std::vector<TensorInfo> layout() const;
   // Writes, syncs and renames into place; call once.
   void commit();
+  // After commit(): the file's checksums, computed from the bytes as they were written.
+  const FileChecksums& checksums() const { return checksums_; }
 
  private:
   struct Pending {
@@ -156,6 +169,7 @@ class SafetensorsWriter {
   std::vector<std::pair<std::string, std::string>> metadata_;
   uint64_t data_bytes_ = 0;
   bool committed_ = false;
+  FileChecksums checksums_;
 };
 
 }  // namespace ds::checkpoint

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
 
 #include "checkpoint/safetensors.h"
+#include "util/crc32c.h"
 #include "util/error.h"
 
 namespace ds::checkpoint {
@@ -143,11 +145,23 @@ void SafetensorsWriter::write_to(const std::string& tmp) {
   const std::string header = encode_header(layout(), metadata_);
   UniqueFd fd = open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   TempFileSink sink(fd.get(), tmp, fail_after);
+  // Checksums (checkpoint/checksums.h) are taken from the bytes on their way out: no second read.
+  checksums_ = FileChecksums{};
+  checksums_.size = header.size() + data_bytes_;
+  checksums_.header = crc32c(header.data(), header.size());
   sink.write(header.data(), header.size());
   for (const Pending& p : tensors_) {
     const uint64_t want = p.info.nbytes();
+    ChunkedCrc crc(checksums_.chunk_bytes);
     if (!p.producer) {
-      sink.write(p.data, static_cast<size_t>(want));
+      // A cache-sized piece at a time: the write(2) copy finds in cache what the CRC just read.
+      const auto* bytes = static_cast<const char*>(p.data);
+      for (uint64_t at = 0; at < want; at += kChecksumChunkBytes) {
+        const size_t n = static_cast<size_t>(std::min(kChecksumChunkBytes, want - at));
+        crc.update(bytes + at, n);
+        sink.write(bytes + at, n);
+      }
+      checksums_.tensors[p.info.name] = crc.finish();
       continue;
     }
     uint64_t got = 0;
@@ -156,7 +170,10 @@ void SafetensorsWriter::write_to(const std::string& tmp) {
         throw IoError(path_ + ": the producer of tensor '" + p.info.name + "' wrote more than its " +
                       std::to_string(want) + " bytes");
       }
-      if (n > 0) sink.write(data, n);
+      if (n > 0) {
+        crc.update(data, n);
+        sink.write(data, n);
+      }
       got += n;
     };
     p.producer(chunk);
@@ -164,6 +181,7 @@ void SafetensorsWriter::write_to(const std::string& tmp) {
       throw IoError(path_ + ": the producer of tensor '" + p.info.name + "' wrote " + std::to_string(got) +
                     " of its " + std::to_string(want) + " bytes");
     }
+    checksums_.tensors[p.info.name] = crc.finish();
   }
   sink.flush();
   fsync_fd(fd.get(), tmp);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "util/error.h"
+#include "util/logging.h"
 
 namespace ds::checkpoint {
 namespace fs = std::filesystem;
@@ -54,8 +55,8 @@ const void* host_data(const torch::Tensor& t, std::vector<torch::Tensor>& keep) 
 
 }  // namespace
 
-void write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
-                     const torch::Tensor& rng_state, int rank, int world) {
+FileChecksums write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
+                              const torch::Tensor& rng_state, int rank, int world) {
   SafetensorsWriter w(path);
   w.set_metadata("format", "deepspeed.cpp rank states");
   w.set_metadata("rank", std::to_string(rank));
@@ -75,11 +76,12 @@ void write_rank_file(const std::string& path, const LocalStates& local, bool wit
   }
   if (rng_state.defined()) w.add("rng_state/cpu", StDtype::U8, {rng_state.numel()}, host_data(rng_state, keep));
   w.commit();
+  return w.checksums();
 }
 
-void write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
-                             const std::vector<std::string>& state_names, const std::vector<SwappedSpan>& spans,
-                             const SubGroupReader& read, const torch::Tensor& rng_state, int rank, int world) {
+FileChecksums write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
+                                      const std::vector<std::string>& state_names, const std::vector<SwappedSpan>& spans,
+                                      const SubGroupReader& read, const torch::Tensor& rng_state, int rank, int world) {
   SafetensorsWriter w(path);
   w.set_metadata("format", "deepspeed.cpp rank states");
   w.set_metadata("rank", std::to_string(rank));
@@ -116,15 +118,18 @@ void write_swapped_rank_file(const std::string& path, const std::vector<const ze
   std::vector<torch::Tensor> keep;
   if (rng_state.defined()) w.add("rng_state/cpu", StDtype::U8, {rng_state.numel()}, host_data(rng_state, keep));
   w.commit();
+  return w.checksums();
 }
 
-void write_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+FileChecksums write_tensor_file(const std::string& path,
+                                const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                                const std::map<std::string, std::string>& metadata) {
   SafetensorsWriter w(path);
   for (const auto& [k, v] : metadata) w.set_metadata(k, v);
   std::vector<torch::Tensor> keep;
   for (const auto& [name, t] : tensors) w.add(name, st_dtype_of(t.scalar_type()), t.sizes().vec(), host_data(t, keep));
   w.commit();
+  return w.checksums();
 }
 
 std::vector<ParamEntry> collect_pieces(const std::string& dir, const std::vector<std::string>& rank_files,
@@ -148,8 +153,23 @@ std::vector<ParamEntry> collect_pieces(const std::string& dir, const std::vector
   return out;
 }
 
-SliceReader::SliceReader(std::string dir, const Manifest& manifest)
-    : dir_(std::move(dir)), manifest_(manifest), files_(manifest.rank_files.size()) {}
+SliceReader::SliceReader(std::string dir, const Manifest& manifest, bool verify)
+    : dir_(std::move(dir)), manifest_(manifest), verify_(verify), files_(manifest.rank_files.size()) {
+  if (verify_ && manifest_.checksums.empty()) {
+    log::warn("checkpoint {}: its manifest has no checksums (saved by an older deepspeed.cpp), so its files are read "
+              "without verification; save it again to add them",
+              dir_);
+    verify_ = false;
+  }
+}
+
+const FileChecksums* SliceReader::checksums_of(const std::string& file) const {
+  if (!verify_) return nullptr;
+  const auto it = manifest_.checksums.find(file);
+  DS_CHECK(it != manifest_.checksums.end(), IoError,
+           fmt::format("{}: the manifest has no checksums for {}", dir_, file));  // manifest_from_json checks this
+  return &it->second;
+}
 
 const SafetensorsFile& SliceReader::file(int rank) {
   auto& f = files_.at(size_t(rank));
@@ -158,7 +178,7 @@ const SafetensorsFile& SliceReader::file(int rank) {
     DS_CHECK(fs::exists(path), IoError,
              path + ": missing rank file (the checkpoint was saved with " + std::to_string(manifest_.dp_world_size) +
                  " ranks; copy every zero_pp_rank_* file of the tag)");
-    f = std::make_unique<SafetensorsFile>(path);
+    f = std::make_unique<SafetensorsFile>(path, checksums_of(manifest_.rank_files[size_t(rank)]));
   }
   return *f;
 }
@@ -188,7 +208,9 @@ torch::Tensor SliceReader::rng_state(int rank) {
 }
 
 void SliceReader::read_module_tensor(const std::string& name, torch::Tensor& dst) {
-  if (!model_file_) model_file_ = std::make_unique<SafetensorsFile>((fs::path(dir_) / manifest_.model_file).string());
+  if (!model_file_)
+    model_file_ = std::make_unique<SafetensorsFile>((fs::path(dir_) / manifest_.model_file).string(),
+                                                    checksums_of(manifest_.model_file));
   const TensorInfo& info = model_file_->at(name);
   DS_CHECK(info.shape == dst.sizes().vec(), IoError,
            fmt::format("{}: {} has shape {} but the model's is {} (a checkpoint of another model?)", model_file_->path(),

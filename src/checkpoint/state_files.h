@@ -33,9 +33,11 @@ struct LocalStates {
 StDtype st_dtype_of(torch::ScalarType t);        // throws NotSupported for dtypes safetensors lacks
 torch::ScalarType scalar_type_of(StDtype d);
 
+// The writers below return the file's checksums (for the manifest), computed as it was written.
+
 // Writes this rank's pieces (when `with_pieces`) and `rng_state` (a uint8 tensor) to `path`.
-void write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
-                     const torch::Tensor& rng_state, int rank, int world);
+FileChecksums write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
+                              const torch::Tensor& rng_state, int rank, int world);
 // The same file for state that lives in swap files (ZeRO-Infinity): pieces are cut at sub-group
 // boundaries too and each sub-group is read (`read`, into 1 + state_names.size() buffers of
 // span.numel floats) just before its pieces are written, so RAM holds one sub-group at a time.
@@ -44,13 +46,14 @@ struct SwappedSpan {
   int64_t offset, numel;
 };
 using SubGroupReader = std::function<void(size_t k, std::span<float* const> states)>;
-void write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
-                             const std::vector<std::string>& state_names, const std::vector<SwappedSpan>& spans,
-                             const SubGroupReader& read, const torch::Tensor& rng_state, int rank, int world);
+FileChecksums write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
+                                      const std::vector<std::string>& state_names, const std::vector<SwappedSpan>& spans,
+                                      const SubGroupReader& read, const torch::Tensor& rng_state, int rank, int world);
 
 // Writes whole tensors by name (the model file; also save_16bit_model).
-void write_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+FileChecksums write_tensor_file(const std::string& path,
+                                const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                                const std::map<std::string, std::string>& metadata = {});
 
 // Rank 0, after every rank file is on disk: each parameter's pieces, from the files' headers.
 struct ParamInfo {
@@ -62,9 +65,16 @@ std::vector<ParamEntry> collect_pieces(const std::string& dir, const std::vector
                                        const std::vector<ParamInfo>& params);
 
 // Reads slices of a saved tag; rank files are opened (header only) the first time a slice needs one.
+// With `verify` and a manifest that has checksums, every byte read is checked against them (a
+// mismatch throws ds::IoError naming the file, the tensor and both CRCs); a manifest without
+// checksums (an older checkpoint) is read unverified, with one warning.
 class SliceReader {
  public:
-  SliceReader(std::string dir, const Manifest& manifest);
+  SliceReader(std::string dir, const Manifest& manifest, bool verify = true);
+
+  bool verifying() const { return verify_; }
+  // The checksums a file of this tag is verified against (nullptr when not verifying).
+  const FileChecksums* checksums_of(const std::string& file) const;
 
   // Elements [offset, offset + n) of `state` ("fp32", "exp_avg", ...) of `param` into dst (fp32).
   void read(const std::string& state, const ParamEntry& param, int64_t offset, int64_t n, float* dst);
@@ -78,6 +88,7 @@ class SliceReader {
 
   std::string dir_;
   const Manifest& manifest_;
+  bool verify_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::unique_ptr<SafetensorsFile> model_file_;
 };

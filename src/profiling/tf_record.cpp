@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "profiling/crc32c.h"
+#include "util/crc32c.h"
 #include "util/error.h"
 
 namespace ds {

@@ -99,6 +99,48 @@ void read_span(checkpoint::SliceReader& reader, const std::string& state, const 
   dst.copy_(host);
 }
 
+// Every rank's `text`, on every rank (all_gather of the lengths, then of the texts padded to the longest).
+std::vector<std::string> all_gather_text(comm::Communicator& comm, const std::string& text, const char* what) {
+  const int world = comm.size();
+  if (world == 1) return {text};
+  int64_t mine = static_cast<int64_t>(text.size());
+  std::vector<int64_t> lengths(size_t(world), 0);
+  comm.all_gather(comm::ConstBuffer(&mine, 1), comm::Buffer(lengths.data(), world), what);
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<uint8_t> padded(size_t(longest), 0), all(size_t(longest) * size_t(world), 0);
+  std::copy(text.begin(), text.end(), padded.begin());
+  comm.all_gather(comm::ConstBuffer(padded.data(), longest), comm::Buffer(all.data(), longest * world), what);
+  std::vector<std::string> out;
+  for (int r = 0; r < world; ++r) {
+    const auto* at = reinterpret_cast<const char*>(all.data()) + size_t(r) * size_t(longest);
+    out.emplace_back(at, size_t(lengths[size_t(r)]));
+  }
+  return out;
+}
+
+// The batch triple a checkpoint was trained with, and what changes when a resume uses another.
+json batch_json(const Config& c) {
+  return {{"train_batch_size", c.train_batch_size}, {"train_micro_batch_size_per_gpu", c.train_micro_batch_size_per_gpu},
+          {"gradient_accumulation_steps", c.gradient_accumulation_steps}, {"dp_world_size", c.world_size}};
+}
+
+void warn_if_global_batch_changed(const json& engine_state, const Config& c, const std::string& path) {
+  if (!engine_state.contains("batch")) return;  // saved before the triple was recorded
+  const json& b = engine_state.at("batch");
+  const int64_t saved = b.value("train_batch_size", int64_t{0});
+  if (saved == c.train_batch_size) return;  // a reshard that keeps the global batch changes nothing
+  log::warn(
+      "load_checkpoint: the global batch changed: {} was saved with train_batch_size {} (micro batch {} x "
+      "gradient_accumulation_steps {} x data-parallel world {}), this run uses {} ({} x {} x {}). Each optimizer step "
+      "now consumes {} samples instead of {}: the data order from here on differs from the saved run's, and the "
+      "learning-rate schedule (stepped per optimizer step) now moves per {} samples, so the schedule per sample "
+      "changes. To continue exactly, keep train_batch_size at {} (set gradient_accumulation_steps or the micro batch "
+      "for this world size)",
+      path, saved, b.value("train_micro_batch_size_per_gpu", int64_t{0}), b.value("gradient_accumulation_steps", int64_t{0}),
+      b.value("dp_world_size", 0), c.train_batch_size, c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps,
+      c.world_size, c.train_batch_size, saved, c.train_batch_size, saved);
+}
+
 }  // namespace
 
 void Engine::agree_or_throw(std::exception_ptr error, const std::string& what) {
@@ -146,7 +188,7 @@ void Engine::check_tag_agreement(const std::string& tag) {
 json Engine::engine_state_json() const {
   json st = {{"global_steps", global_steps_}, {"global_samples", global_samples_},
              {"skipped_steps", skipped_steps_}, {"micro_steps", micro_steps_},
-             {"loss_scaler", scaler_json(scaler_->state())}};
+             {"loss_scaler", scaler_json(scaler_->state())}, {"batch", batch_json(config_)}};
   if (scheduler_) st["lr_scheduler"] = {{"last_batch_iteration", scheduler_->last_batch_iteration()}};
   if (optimizer_) {
     const auto a = optimizer_->adam_state();
@@ -213,6 +255,8 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
   std::vector<std::string> rank_files;
   for (int r = 0; r < world_size(); ++r) rank_files.push_back(checkpoint::optim_file_name(r, bf16));
 
+  // This rank's files' checksums (rank 0: its rank file and the model file), for the manifest.
+  std::map<std::string, checkpoint::FileChecksums> checksums;
   phase("checkpoint_prepare", [&] {
     if (rank() == 0) checkpoint::prepare_partial_dir(dir, tag);
   });
@@ -225,7 +269,7 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
       for (size_t g = 0; g < states_->num_groups(); ++g) layouts.push_back(&states_->local_layout(g));
       std::vector<checkpoint::SwappedSpan> spans;
       for (const auto& sp : optimizer_->sub_group_spans()) spans.push_back({sp.group, sp.offset, sp.numel});
-      checkpoint::write_swapped_rank_file(
+      checksums[rank_files[size_t(rank())]] = checkpoint::write_swapped_rank_file(
           file, layouts, optimizer_->state_names(), spans,
           [this](size_t k, std::span<float* const> st) { optimizer_->read_sub_group(int64_t(k), st); }, cpu_rng_state(),
           rank(), world_size());
@@ -239,16 +283,21 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
       }
       // Stage 0 replicas are identical: rank 0 writes the pieces, every rank its RNG state.
       const bool pieces = states_->partitioned() || rank() == 0;
-      checkpoint::write_rank_file(file, local, pieces, cpu_rng_state(), rank(), world_size());
+      checksums[rank_files[size_t(rank())]] =
+          checkpoint::write_rank_file(file, local, pieces, cpu_rng_state(), rank(), world_size());
     }
     checkpoint::crash_point("rank_file");
     if (rank() == 0) {
-      checkpoint::write_tensor_file((fs::path(partial) / checkpoint::model_file_name()).string(), module_tensors(*module_),
-                                    {{"format", "deepspeed.cpp model states"}});
+      checksums[checkpoint::model_file_name()] =
+          checkpoint::write_tensor_file((fs::path(partial) / checkpoint::model_file_name()).string(),
+                                        module_tensors(*module_), {{"format", "deepspeed.cpp model states"}});
       checkpoint::crash_point("model_file");
     }
   });
   phase("checkpoint_commit", [&] {
+    json mine = json::object();
+    for (const auto& [file, sums] : checksums) mine[file] = checkpoint::to_json(sums);
+    const auto all = all_gather_text(*comm_, mine.dump(), "checkpoint_checksums");
     if (rank() != 0) return;
     checkpoint::Manifest m;
     m.tag = tag;
@@ -265,6 +314,11 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
     m.ds_config = json::parse(config_.json_text, nullptr, false);
     m.client_state = client_state;
     const std::string path = (fs::path(partial) / checkpoint::kManifestFile).string();
+    for (size_t r = 0; r < all.size(); ++r) {
+      const json theirs = json::parse(all[r]);
+      for (const auto& [file, sums] : theirs.items())
+        m.checksums[file] = checkpoint::file_checksums_from_json(sums, fmt::format("rank {}'s checksums of {}", r, file));
+    }
     (void)checkpoint::manifest_from_json(checkpoint::to_json(m), path);  // what we write must load
     checkpoint::write_manifest(m, path);
     checkpoint::crash_point("manifest");
@@ -387,7 +441,10 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
   agree_or_throw(error, "checkpoint_load");
   if (optimizer_ && optimizer_->swapped()) states_->finish_write_back();
   else states_->write_back(masters);
-  if (!options.load_module_only) restore_engine_state(m.engine, options);
+  if (!options.load_module_only) {
+    restore_engine_state(m.engine, options);
+    warn_if_global_batch_changed(m.engine, config_, path);
+  }
   log::info("loaded checkpoint {} (saved at world {}, ZeRO stage {}; now world {}, stage {}; global step {})", path,
             m.dp_world_size, m.zero_stage, world_size(), states_->stage(), global_steps_);
   return LoadResult{path, m.client_state};

@@ -1,6 +1,6 @@
 // libFuzzer target for the checkpoint manifest reader (checkpoint::manifest_from_json after JSON
 // parsing): any bytes must parse or throw ds::IoError; anything else is a bug. A manifest that
-// parses must re-encode (to_json) and parse again to the same pieces. Built with -DDS_FUZZ=ON and
+// parses must re-encode (to_json) and parse again to the same pieces and checksums. Built with -DDS_FUZZ=ON and
 // clang as fuzz_manifest; without libFuzzer, this file's main() replays a corpus (valid_* must
 // parse, bad_* must be rejected) on every build.
 #include <algorithm>
@@ -30,6 +30,13 @@ std::string check(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < m.params.size(); ++i)
       if (again.params[i].name != m.params[i].name || again.params[i].pieces.size() != m.params[i].pieces.size())
         std::abort();
+    if (again.checksums.size() != m.checksums.size()) std::abort();
+    for (const auto& [file, sums] : m.checksums) {
+      const auto& other = again.checksums.at(file);
+      if (other.size != sums.size || other.header != sums.header || other.chunk_bytes != sums.chunk_bytes ||
+          other.tensors != sums.tensors)
+        std::abort();
+    }
     return "ok";
   } catch (const ds::IoError& e) {
     return e.what();
