@@ -32,8 +32,11 @@ function(expect_latest tag)
   endif()
 endfunction()
 
+# One step past the checkpoint (ds-train refuses --steps at or below the step it resumes at); no --save, so
+# the checkpoint folder is left as it is.
 function(expect_resumes_at step)
-  train(TRUE --load ${D} --steps ${step})
+  math(EXPR next "${step} + 1")
+  train(TRUE --load ${D} --steps ${next})
   string(FIND "${out}" "at global step ${step}" found)
   if(found EQUAL -1)
     message(FATAL_ERROR "a new process did not resume at global step ${step}:\n${out}")
