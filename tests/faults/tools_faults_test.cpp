@@ -159,6 +159,7 @@ TEST(FaultSaveDir, ReadOnlyFolderFailsBeforeTraining) {
   EXPECT_NE(sub.output.find("cannot create it"), std::string::npos) << sub.output;
 }
 
+// Not a fault (it passed before the fix too): the check must not refuse a folder it can create.
 TEST(FaultSaveDir, MissingFolderIsCreated) {
   TempDir dir;
   const std::string save = dir.file("a/b/ckpt");
@@ -377,7 +378,10 @@ TEST(FaultCli, ModelTooLargeForTheEngineIsRefusedBeforeBuilding) {
                            300);
   EXPECT_EQ(r.result.exit_code, 1) << r.result.output;
   EXPECT_NE(r.result.output.find("--model GPT-2 n_layer=" + std::to_string(layers)), std::string::npos) << r.result.output;
-  EXPECT_NE(r.result.output.find("for model states"), std::string::npos) << r.result.output;
+  // The model-state check, or (when other processes took RAM since `avail` was read) the fp32 build's.
+  const bool states = r.result.output.find("for model states") != std::string::npos;
+  const bool build = r.result.output.find("in fp32 takes") != std::string::npos;
+  EXPECT_TRUE(states || build) << r.result.output;
   EXPECT_LT(r.seconds, 15) << r.result.output;
 }
 
