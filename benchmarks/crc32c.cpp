@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "util/crc32c.h"
 
 namespace {
@@ -35,7 +35,7 @@ double gbps(size_t bytes, F&& f) {
 // One checkpoint-like file (16 MiB fp32 tensors): commit time and the CRC share of it; full reads
 // verified and unverified.
 void file_costs(const std::string& dir, size_t mib, int rounds) {
-  namespace ck = ds::checkpoint;
+  namespace ck = ds::format;
   const size_t per = 16u << 20, count = std::max<size_t>(1, (mib << 20) / per);
   std::vector<float> data(per / sizeof(float));
   for (size_t i = 0; i < data.size(); ++i) data[i] = float(i % 1000) * 0.001f;

@@ -21,7 +21,7 @@
 
 #include "checkpoint/layout.h"
 #include "checkpoint/manifest.h"
-#include "checkpoint/posix_file.h"
+#include "format/posix_file.h"
 #include "checkpoint/state_files.h"
 #include "models/gpt2_hf.h"
 #include "util/error.h"
@@ -64,9 +64,9 @@ std::vector<std::string> stale_model_files(const std::string& dir, const std::ve
 void write_text_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
-    checkpoint::UniqueFd fd = checkpoint::open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
-    checkpoint::write_all(fd.get(), text.data(), text.size(), tmp);
-    checkpoint::fsync_fd(fd.get(), tmp);
+    format::UniqueFd fd = format::open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
+    format::write_all(fd.get(), text.data(), text.size(), tmp);
+    format::fsync_fd(fd.get(), tmp);
     fd.close(tmp);
   }
   fs::rename(tmp, path);
@@ -147,10 +147,10 @@ int run(int argc, char** argv) {
     it.bytes = uint64_t(p.numel()) * elem;
     items.push_back(std::move(it));
   }
-  checkpoint::SafetensorsFile model_file((fs::path(dir) / m.model_file).string(), reader.checksums_of(m.model_file));
+  format::SafetensorsFile model_file((fs::path(dir) / m.model_file).string(), reader.checksums_of(m.model_file));
   for (const auto& t : model_file.tensors()) {
-    const bool is_float = t.dtype == checkpoint::StDtype::F32 || t.dtype == checkpoint::StDtype::BF16 ||
-                          t.dtype == checkpoint::StDtype::F16 || t.dtype == checkpoint::StDtype::F64;
+    const bool is_float = t.dtype == format::StDtype::F32 || t.dtype == format::StDtype::BF16 ||
+                          t.dtype == format::StDtype::F16 || t.dtype == format::StDtype::F64;
     items.push_back({t.name, t.shape, nullptr, false, is_float ? uint64_t(t.numel()) * elem : t.nbytes()});
   }
 
@@ -179,11 +179,11 @@ int run(int argc, char** argv) {
     for (size_t s = 0; s < shards.size(); ++s) {
       const std::string file =
           shards.size() == 1 ? kSingleFile : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-      checkpoint::SafetensorsWriter w((fs::path(staging.path) / file).string());
+      format::SafetensorsWriter w((fs::path(staging.path) / file).string());
       w.set_metadata("format", "pt");
       for (const Item* it : shards[s]) {
         weight_map[it->name] = file;
-        const checkpoint::TensorInfo* info = it->param ? nullptr : &model_file.at(it->name);
+        const format::TensorInfo* info = it->param ? nullptr : &model_file.at(it->name);
         torch::ScalarType dtype = out_dtype;  // integer buffers keep their dtype
         if (info && !torch::isFloatingType(checkpoint::scalar_type_of(info->dtype))) dtype = checkpoint::scalar_type_of(info->dtype);
         w.add_streamed(it->name, checkpoint::st_dtype_of(dtype), it->shape, [&, it, info, dtype](const auto& sink) {
@@ -231,7 +231,7 @@ int run(int argc, char** argv) {
   }
   // Every file is complete: move them into place, then remove what would shadow or mix with them.
   for (const auto& file : written) fs::rename(fs::path(staging.path) / file, fs::path(o.output_dir) / file);
-  checkpoint::fsync_directory(o.output_dir);
+  format::fsync_directory(o.output_dir);
   const bool sharded = shards.size() > 1;
   const std::vector<std::string> stale = stale_model_files(o.output_dir, written, sharded);
   for (const auto& file : stale) {
@@ -244,7 +244,7 @@ int run(int argc, char** argv) {
                 file == kSingleFile ? "Hugging Face would load it instead of the new shards"
                                     : "from an earlier export; it would mix with the new files");
   }
-  if (!stale.empty()) checkpoint::fsync_directory(o.output_dir);
+  if (!stale.empty()) format::fsync_directory(o.output_dir);
   std::printf("ds-zero-to-fp32: %s (ZeRO stage %d, %d rank file%s) -> %s: %zu tensors, %s in %zu file%s%s; peak RSS %s\n",
               dir.c_str(), m.zero_stage, m.dp_world_size, m.dp_world_size == 1 ? "" : "s", o.output_dir.c_str(),
               items.size(), format_bytes(total).c_str(), shards.size(), shards.size() == 1 ? "" : "s",

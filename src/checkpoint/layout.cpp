@@ -11,11 +11,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "checkpoint/posix_file.h"
+#include "format/posix_file.h"
 #include "util/error.h"
 #include "util/logging.h"
 
 namespace ds::checkpoint {
+
+using namespace format;  // the file formats (src/format) this layer is built on
 namespace fs = std::filesystem;
 
 std::string default_tag(int64_t global_steps) { return "global_step" + std::to_string(global_steps); }

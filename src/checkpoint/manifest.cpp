@@ -10,10 +10,12 @@
 #include <sstream>
 #include <type_traits>
 
-#include "checkpoint/posix_file.h"
+#include "format/posix_file.h"
 #include "util/error.h"
 
 namespace ds::checkpoint {
+
+using namespace format;  // the file formats (src/format) this layer is built on
 using nlohmann::json;
 
 int64_t ParamEntry::numel() const {

@@ -2,7 +2,7 @@
 // name, shape and model dtype, and which rank file holds which global [offset, offset + length)
 // of its fp32 master and of each optimizer state (tensor "<state>/<name>@<offset>" in that file);
 // the engine's counters, loss scaler, LR schedule and optimizer step state; the config used; and
-// the user's client_state; and the checksums of every other file of the tag (checkpoint/checksums.h).
+// the user's client_state; and the checksums of every other file of the tag (format/checksums.h).
 // Everything a loader at any world size needs to find its slices and verify them, without opening
 // more than the headers of the rank files.
 #pragma once
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checksums.h"
+#include "format/checksums.h"
 
 namespace ds::checkpoint {
 
@@ -50,7 +50,7 @@ struct Manifest {
   nlohmann::json client_state = nlohmann::json::object();  // the user's, returned by load
   // By file name (each rank file and the model file); empty in checkpoints saved before checksums
   // existed, which load unverified with a warning.
-  std::map<std::string, FileChecksums> checksums;
+  std::map<std::string, format::FileChecksums> checksums;
 
   const ParamEntry* find(const std::string& name) const;
 };

@@ -9,6 +9,8 @@
 #include "util/logging.h"
 
 namespace ds::checkpoint {
+
+using namespace format;  // the file formats (src/format) this layer is built on
 namespace fs = std::filesystem;
 
 StDtype st_dtype_of(torch::ScalarType t) {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "checkpoint/manifest.h"
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "zero/flat_params.h"
 
 namespace ds::checkpoint {
@@ -30,13 +30,13 @@ struct LocalStates {
   std::vector<std::string> state_names;         // the optimizer's, without "fp32"
 };
 
-StDtype st_dtype_of(torch::ScalarType t);        // throws NotSupported for dtypes safetensors lacks
-torch::ScalarType scalar_type_of(StDtype d);
+format::StDtype st_dtype_of(torch::ScalarType t);        // throws NotSupported for dtypes safetensors lacks
+torch::ScalarType scalar_type_of(format::StDtype d);
 
 // The writers below return the file's checksums (for the manifest), computed as it was written.
 
 // Writes this rank's pieces (when `with_pieces`) and `rng_state` (a uint8 tensor) to `path`.
-FileChecksums write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
+format::FileChecksums write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
                               const torch::Tensor& rng_state, int rank, int world);
 // The same file for state that lives in swap files (ZeRO-Infinity): pieces are cut at sub-group
 // boundaries too and each sub-group is read (`read`, into 1 + state_names.size() buffers of
@@ -46,12 +46,12 @@ struct SwappedSpan {
   int64_t offset, numel;
 };
 using SubGroupReader = std::function<void(size_t k, std::span<float* const> states)>;
-FileChecksums write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
+format::FileChecksums write_swapped_rank_file(const std::string& path, const std::vector<const zero::FlatGroup*>& layouts,
                                       const std::vector<std::string>& state_names, const std::vector<SwappedSpan>& spans,
                                       const SubGroupReader& read, const torch::Tensor& rng_state, int rank, int world);
 
 // Writes whole tensors by name (the model file; also save_16bit_model).
-FileChecksums write_tensor_file(const std::string& path,
+format::FileChecksums write_tensor_file(const std::string& path,
                                 const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                                 const std::map<std::string, std::string>& metadata = {});
 
@@ -74,7 +74,7 @@ class SliceReader {
 
   bool verifying() const { return verify_; }
   // The checksums a file of this tag is verified against (nullptr when not verifying).
-  const FileChecksums* checksums_of(const std::string& file) const;
+  const format::FileChecksums* checksums_of(const std::string& file) const;
 
   // Elements [offset, offset + n) of `state` ("fp32", "exp_avg", ...) of `param` into dst (fp32).
   void read(const std::string& state, const ParamEntry& param, int64_t offset, int64_t n, float* dst);
@@ -84,13 +84,13 @@ class SliceReader {
   void read_module_tensor(const std::string& name, torch::Tensor& dst);
 
  private:
-  const SafetensorsFile& file(int rank);
+  const format::SafetensorsFile& file(int rank);
 
   std::string dir_;
   const Manifest& manifest_;
   bool verify_;
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::unique_ptr<SafetensorsFile> model_file_;
+  std::vector<std::unique_ptr<format::SafetensorsFile>> files_;
+  std::unique_ptr<format::SafetensorsFile> model_file_;
 };
 
 }  // namespace ds::checkpoint

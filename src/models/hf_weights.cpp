@@ -12,8 +12,8 @@
 
 namespace ds::models {
 namespace fs = std::filesystem;
-using checkpoint::SafetensorsFile;
-using checkpoint::StDtype;
+using format::SafetensorsFile;
+using format::StDtype;
 
 namespace {
 
@@ -58,7 +58,7 @@ torch::ScalarType torch_dtype_of(StDtype d, const std::string& what) {
     case StDtype::U8: return torch::kUInt8;
     case StDtype::BOOL: return torch::kBool;
     default:
-      throw IoError(fmt::format("{} is stored as {}, which LibTorch 1.13 cannot hold", what, checkpoint::dtype_name(d)));
+      throw IoError(fmt::format("{} is stored as {}, which LibTorch 1.13 cannot hold", what, format::dtype_name(d)));
   }
 }
 
@@ -117,7 +117,7 @@ std::vector<std::string> HfWeights::names() const {
   return out;
 }
 
-const checkpoint::TensorInfo& HfWeights::info(const std::string& name) const {
+const format::TensorInfo& HfWeights::info(const std::string& name) const {
   auto it = where_.find(name);
   DS_CHECK(it != where_.end(), IoError, source_ + ": no tensor " + name);
   return *it->second.second;
@@ -169,7 +169,7 @@ void write_hf_weights(const std::string& dir, const std::vector<std::pair<std::s
     shards.emplace_back(begin, tensors.size());
   }
   auto write_file = [&](const fs::path& path, size_t begin, size_t end) {
-    checkpoint::SafetensorsWriter w(path.string());
+    format::SafetensorsWriter w(path.string());
     w.set_metadata("format", "pt");
     for (size_t i = begin; i < end; ++i) {
       const auto& t = host[i];

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 
 namespace ds::models {
 
@@ -25,7 +25,7 @@ class HfWeights {
 
   bool contains(const std::string& name) const { return where_.count(name) != 0; }
   std::vector<std::string> names() const;  // sorted
-  const checkpoint::TensorInfo& info(const std::string& name) const;
+  const format::TensorInfo& info(const std::string& name) const;
   const std::string& file_of(const std::string& name) const;
   // The tensor as stored, converted to `dtype` (float files: F64/F32/F16/BF16; integer files too).
   torch::Tensor read(const std::string& name, torch::ScalarType dtype) const;
@@ -34,12 +34,12 @@ class HfWeights {
 
  private:
   std::string source_;
-  std::vector<std::unique_ptr<checkpoint::SafetensorsFile>> files_;
-  std::map<std::string, std::pair<const checkpoint::SafetensorsFile*, const checkpoint::TensorInfo*>> where_;
+  std::vector<std::unique_ptr<format::SafetensorsFile>> files_;
+  std::map<std::string, std::pair<const format::SafetensorsFile*, const format::TensorInfo*>> where_;
 };
 
-torch::ScalarType torch_dtype_of(checkpoint::StDtype d, const std::string& what);  // IoError if no torch dtype
-checkpoint::StDtype st_dtype_of(torch::ScalarType t);                              // NotSupported if none
+torch::ScalarType torch_dtype_of(format::StDtype d, const std::string& what);  // IoError if no torch dtype
+format::StDtype st_dtype_of(torch::ScalarType t);                              // NotSupported if none
 
 // Writes `tensors` (CPU or not, any layout; written contiguous, in this order) into `dir` as
 // model.safetensors, or — when max_shard_bytes > 0 and they exceed it — as

@@ -4,7 +4,7 @@
 
 #include <fcntl.h>
 
-#include "checkpoint/posix_file.h"
+#include "format/posix_file.h"
 #include "profiling/python_text.h"
 
 namespace ds {
@@ -34,8 +34,8 @@ void CsvMonitor::write_events(const std::vector<MonitorEvent>& events) {
     std::string bytes;
     if (headed_.insert(stem).second) bytes += "step," + csv_field(header_name(e.tag)) + "\r\n";
     bytes += std::to_string(e.step) + "," + python_value_text(e) + "\r\n";
-    checkpoint::UniqueFd fd = checkpoint::open_file(path, O_WRONLY | O_CREAT | O_APPEND);
-    checkpoint::write_all(fd.get(), bytes.data(), bytes.size(), path);
+    format::UniqueFd fd = format::open_file(path, O_WRONLY | O_CREAT | O_APPEND);
+    format::write_all(fd.get(), bytes.data(), bytes.size(), path);
     fd.close(path);
   }
 }

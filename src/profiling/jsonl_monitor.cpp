@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "checkpoint/posix_file.h"
+#include "format/posix_file.h"
 #include "profiling/python_text.h"
 
 namespace ds {
@@ -25,8 +25,8 @@ void JsonlMonitor::write_events(const std::vector<MonitorEvent>& events) {
   if (events.empty()) return;
   std::string bytes;
   for (const MonitorEvent& e : events) bytes += line(e) + "\n";
-  checkpoint::UniqueFd fd = checkpoint::open_file(path_, O_WRONLY | O_CREAT | O_APPEND);
-  checkpoint::write_all(fd.get(), bytes.data(), bytes.size(), path_);
+  format::UniqueFd fd = format::open_file(path_, O_WRONLY | O_CREAT | O_APPEND);
+  format::write_all(fd.get(), bytes.data(), bytes.size(), path_);
   fd.close(path_);
 }
 

@@ -41,10 +41,10 @@ TensorBoardMonitor::TensorBoardMonitor(const TensorBoardConfig& config)
     path_ = stem + std::to_string(n);
     const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      fd_ = checkpoint::UniqueFd(fd);
+      fd_ = format::UniqueFd(fd);
       break;
     }
-    if (errno != EEXIST) checkpoint::throw_errno(path_, "open", errno, " (tensorboard.output_path must be writable)");
+    if (errno != EEXIST) format::throw_errno(path_, "open", errno, " (tensorboard.output_path must be writable)");
   }
   TfEvent first;
   first.wall_time = now;
@@ -67,7 +67,7 @@ void TensorBoardMonitor::write_events(const std::vector<MonitorEvent>& events) {
 
 void TensorBoardMonitor::append(const std::string& bytes) {
   // One write(2) per batch straight to the kernel: nothing sits in a user-space buffer.
-  checkpoint::write_all(fd_.get(), bytes.data(), bytes.size(), path_);
+  format::write_all(fd_.get(), bytes.data(), bytes.size(), path_);
 }
 
 }  // namespace ds

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/posix_file.h"
+#include "format/posix_file.h"
 #include "config/monitor_config.h"
 #include "profiling/monitor.h"
 
@@ -30,7 +30,7 @@ class TensorBoardMonitor final : public Monitor {
 
   std::string log_dir_;
   std::string path_;
-  checkpoint::UniqueFd fd_;
+  format::UniqueFd fd_;
 };
 
 // The host name as Python's socket.gethostname() reports it ("localhost" if it cannot be read).

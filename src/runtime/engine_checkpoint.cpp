@@ -29,7 +29,7 @@ namespace {
 std::vector<checkpoint::ParamInfo> trainable_params(torch::nn::Module& module, torch::ScalarType model_dtype) {
   std::vector<checkpoint::ParamInfo> out;
   std::unordered_set<const void*> seen;
-  const std::string dtype(checkpoint::dtype_name(checkpoint::st_dtype_of(model_dtype)));
+  const std::string dtype(format::dtype_name(checkpoint::st_dtype_of(model_dtype)));
   for (const auto& item : module.named_parameters())
     if (item.value().requires_grad() && seen.insert(item.value().unsafeGetTensorImpl()).second)
       out.push_back({item.key(), item.value().sizes().vec(), dtype});
@@ -256,7 +256,7 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
   for (int r = 0; r < world_size(); ++r) rank_files.push_back(checkpoint::optim_file_name(r, bf16));
 
   // This rank's files' checksums (rank 0: its rank file and the model file), for the manifest.
-  std::map<std::string, checkpoint::FileChecksums> checksums;
+  std::map<std::string, format::FileChecksums> checksums;
   phase("checkpoint_prepare", [&] {
     if (rank() == 0) checkpoint::prepare_partial_dir(dir, tag);
   });
@@ -296,7 +296,7 @@ std::string Engine::save_checkpoint(const std::string& dir, const std::string& t
   });
   phase("checkpoint_commit", [&] {
     json mine = json::object();
-    for (const auto& [file, sums] : checksums) mine[file] = checkpoint::to_json(sums);
+    for (const auto& [file, sums] : checksums) mine[file] = format::to_json(sums);
     const auto all = all_gather_text(*comm_, mine.dump(), "checkpoint_checksums");
     if (rank() != 0) return;
     checkpoint::Manifest m;

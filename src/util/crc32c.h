@@ -1,5 +1,5 @@
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the checksum of checkpoint files
-// (checkpoint/checksums.h) and of TFRecord framing (profiling/tf_record.*), with TensorFlow's
+// (format/checksums.h) and of TFRecord framing (profiling/tf_record.*), with TensorFlow's
 // "masked" form. On x86-64 with SSE4.2 it runs the crc32 instruction on three interleaved streams
 // (~20 GB/s per core); elsewhere a slicing-by-8 table (~2-3 GB/s). The choice is made once, at
 // the first call, from the CPU's flags.

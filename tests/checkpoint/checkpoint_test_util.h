@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "util/error.h"
 
 namespace ds::test {
@@ -75,7 +75,7 @@ inline std::string craft(const std::string& json, size_t data_bytes = 0) {
 // The IoError message of parse_header over `image` (whole file in memory), or "" if it parses.
 inline std::string parse_error(const std::string& image, const std::string& source = "bad.safetensors") {
   try {
-    checkpoint::parse_header(reinterpret_cast<const uint8_t*>(image.data()), image.size(), image.size(), source);
+    format::parse_header(reinterpret_cast<const uint8_t*>(image.data()), image.size(), image.size(), source);
   } catch (const IoError& e) {
     return e.what();
   }

@@ -1,4 +1,4 @@
-// Checkpoint checksums (checkpoint/checksums.h): the writer's CRCs equal CRC-32C of the bytes on disk;
+// Checkpoint checksums (format/checksums.h): the writer's CRCs equal CRC-32C of the bytes on disk;
 // a reader given them reads whole tensors and any byte range correctly and catches a flipped bit in
 // exactly the chunks a read touches, in the header, or a file of another size or another save; the
 // manifest carries them through JSON and rejects incomplete or malformed entries; a manifest without
@@ -14,11 +14,11 @@
 namespace ds::test {
 namespace {
 
-using checkpoint::FileChecksums;
-using checkpoint::kChecksumChunkBytes;
-using checkpoint::SafetensorsFile;
-using checkpoint::SafetensorsWriter;
-using checkpoint::StDtype;
+using format::FileChecksums;
+using format::kChecksumChunkBytes;
+using format::SafetensorsFile;
+using format::SafetensorsWriter;
+using format::StDtype;
 
 // "big": 2.5 chunks of floats (three chunk CRCs), "small": 3 floats, "empty": none.
 struct Sample {
@@ -109,7 +109,7 @@ TEST(Checksums, AFlippedBitFailsExactlyTheReadsThatTouchItsChunk) {
   std::vector<float> buf(s.big.size());
   const std::string whole = error_of([&] { f.read(f.at("big"), buf.data(), buf.size() * sizeof(float)); });
   EXPECT_CONTAINS(whole, s.path + ": checksum mismatch in tensor 'big', bytes [1048576, 2097152) of its data");
-  EXPECT_CONTAINS(whole, "expected crc32c " + checkpoint::crc_hex(s.sums.tensors.at("big")[1]) + ", actual ");
+  EXPECT_CONTAINS(whole, "expected crc32c " + format::crc_hex(s.sums.tensors.at("big")[1]) + ", actual ");
   EXPECT_CONTAINS(whole, "corrupted");
   // A read of chunk 0 only, or of chunk 2 only, does not touch the damage; one that overlaps chunk 1 by
   // a single element does (its whole chunk is verified).

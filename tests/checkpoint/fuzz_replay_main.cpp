@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "fuzz_replay.h"
 #include "util/error.h"
 
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   return ds::testing::replay_corpus(argv[1], [](const uint8_t* data, size_t size, const std::string& name) {
     LLVMFuzzerTestOneInput(data, size);
     try {
-      ds::checkpoint::parse_header(data, size, size, name);
+      ds::format::parse_header(data, size, size, name);
       return std::string("ok");
     } catch (const ds::IoError& e) {
       return std::string(e.what());

@@ -16,10 +16,10 @@
 namespace ds::test {
 namespace {
 
-using checkpoint::SafetensorsFile;
-using checkpoint::SafetensorsWriter;
-using checkpoint::StDtype;
-using checkpoint::TensorInfo;
+using format::SafetensorsFile;
+using format::SafetensorsWriter;
+using format::StDtype;
+using format::TensorInfo;
 
 const char* kPython = "/usr/bin/python3";
 const std::string kNote = "\xc3\xbcnicode \"quoted\" \\ new\nline\ttab \x01";

@@ -10,10 +10,10 @@
 namespace ds::test {
 namespace {
 
-using checkpoint::SafetensorsFile;
-using checkpoint::SafetensorsWriter;
-using checkpoint::StDtype;
-using checkpoint::TensorInfo;
+using format::SafetensorsFile;
+using format::SafetensorsWriter;
+using format::StDtype;
+using format::TensorInfo;
 
 std::string read_tensor(const SafetensorsFile& f, const TensorInfo& t) {
   std::string out(t.nbytes(), '\0');

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 
 namespace ds::test {
 
@@ -18,7 +18,7 @@ static_assert(std::endian::native == std::endian::little, "safetensors is little
 
 struct Sample {
   std::string name;
-  checkpoint::StDtype dtype;
+  format::StDtype dtype;
   std::vector<int64_t> shape;
   std::string bytes;
 };
@@ -42,8 +42,8 @@ void append(std::string& out, T v) {
 
 // Element i of a sample: float types hold i * 0.5 - 1, signed ints i - 2, U* i * 40 (mod width),
 // BOOL i % 2 == 0, fp8 the raw byte i * 7.
-inline std::string sample_bytes(checkpoint::StDtype dtype, int64_t numel) {
-  using checkpoint::StDtype;
+inline std::string sample_bytes(format::StDtype dtype, int64_t numel) {
+  using format::StDtype;
   std::string out;
   for (int64_t i = 0; i < numel; ++i) {
     const double f = static_cast<double>(i) * 0.5 - 1.0;
@@ -70,7 +70,7 @@ inline std::string sample_bytes(checkpoint::StDtype dtype, int64_t numel) {
   return out;
 }
 
-inline Sample make_sample(std::string name, checkpoint::StDtype dtype, std::vector<int64_t> shape) {
+inline Sample make_sample(std::string name, format::StDtype dtype, std::vector<int64_t> shape) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   std::string bytes = sample_bytes(dtype, numel);
@@ -80,7 +80,7 @@ inline Sample make_sample(std::string name, checkpoint::StDtype dtype, std::vect
 // The ten dtypes LibTorch has (numpy has all but BF16, which Python handles as uint16 bits),
 // then the three unsigned ones numpy also has, then the shape edge cases.
 inline std::vector<Sample> numpy_samples() {
-  using checkpoint::StDtype;
+  using format::StDtype;
   std::vector<Sample> out;
   const std::pair<const char*, StDtype> kinds[] = {
       {"f64", StDtype::F64}, {"f32", StDtype::F32}, {"f16", StDtype::F16}, {"bf16", StDtype::BF16},

@@ -5,8 +5,8 @@
 namespace ds::test {
 namespace {
 
-using checkpoint::Header;
-using checkpoint::parse_header;
+using format::Header;
+using format::parse_header;
 
 const std::string kA8 = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
 

@@ -11,9 +11,9 @@
 namespace ds::test {
 namespace {
 
-using checkpoint::SafetensorsFile;
-using checkpoint::SafetensorsWriter;
-using checkpoint::StDtype;
+using format::SafetensorsFile;
+using format::SafetensorsWriter;
+using format::StDtype;
 
 // Sets an environment variable for one scope (tests in this binary run one at a time).
 class ScopedEnv {

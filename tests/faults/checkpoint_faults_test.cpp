@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "faults_test_util.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
@@ -49,7 +49,7 @@ std::string copy_checkpoint(const TempDir& into) {
 void flip_master_bit(const std::string& file) {
   uint64_t at = 0;
   {
-    checkpoint::SafetensorsFile f(file);
+    format::SafetensorsFile f(file);
     for (const auto& t : f.tensors())
       if (t.name.rfind("fp32/", 0) == 0 && t.nbytes() >= 4) {
         at = f.data_offset() + t.begin + 3;  // little-endian: byte 3 holds the sign and the exponent's top bits

@@ -21,7 +21,7 @@
 #include <map>
 #include <string>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "models/hf_weights.h"
 #include "models/pretrained.h"
 
@@ -94,9 +94,9 @@ std::vector<Case> all_cases() {
 }
 
 void write_inputs(const fs::path& dir, const torch::Tensor& ids, const torch::Tensor& labels) {
-  ds::checkpoint::SafetensorsWriter w((dir / "inputs.safetensors").string());
-  w.add("input_ids", ds::checkpoint::StDtype::I64, ids.sizes().vec(), ids.data_ptr());
-  w.add("labels", ds::checkpoint::StDtype::I64, labels.sizes().vec(), labels.data_ptr());
+  ds::format::SafetensorsWriter w((dir / "inputs.safetensors").string());
+  w.add("input_ids", ds::format::StDtype::I64, ids.sizes().vec(), ids.data_ptr());
+  w.add("labels", ds::format::StDtype::I64, labels.sizes().vec(), labels.data_ptr());
   w.commit();
 }
 

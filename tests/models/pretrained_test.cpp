@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "models/gpt2.h"
 #include "models/hf_weights.h"
 #include "models/llama_config.h"
@@ -106,7 +106,7 @@ TEST(Pretrained, FilesLookLikeHuggingFaces) {
   TempDir dir;
   auto m = random_model("qwen2");  // tied
   ds::models::save_pretrained(*m, dir.str());
-  ds::checkpoint::SafetensorsFile f((dir / "model.safetensors").string());
+  ds::format::SafetensorsFile f((dir / "model.safetensors").string());
   EXPECT_EQ(f.metadata().at("format"), "pt");  // transformers refuses files without it
   EXPECT_EQ(f.find("lm_head.weight"), nullptr);  // tied: saved once, as transformers does
   ASSERT_NE(f.find("model.embed_tokens.weight"), nullptr);
@@ -119,7 +119,7 @@ TEST(Pretrained, FilesLookLikeHuggingFaces) {
   // GPT-2's Conv1D weights are stored [in, out].
   auto g = random_model("gpt2");
   ds::models::save_pretrained(*g, (dir / "g").string());
-  ds::checkpoint::SafetensorsFile gf((dir / "g/model.safetensors").string());
+  ds::format::SafetensorsFile gf((dir / "g/model.safetensors").string());
   EXPECT_EQ(gf.at("transformer.h.0.attn.c_attn.weight").shape, std::vector<int64_t>({16, 48}));
 }
 

@@ -71,7 +71,7 @@ struct Exported : ::testing::Test {
 TEST_F(Exported, SingleFileLoadsBackExactly) {
   ASSERT_EQ(export_to((root / "hf").string()), 0);
   EXPECT_TRUE(fs::exists(root / "hf" / "config.json"));
-  checkpoint::SafetensorsFile f((root / "hf" / "model.safetensors").string());
+  format::SafetensorsFile f((root / "hf" / "model.safetensors").string());
   // HF's Conv1D layout: c_attn.weight is [in, out] = [64, 192].
   EXPECT_EQ(f.at("transformer.h.0.attn.c_attn.weight").shape, (std::vector<int64_t>{64, 192}));
   expect_loads_equal((root / "hf").string());
@@ -94,8 +94,8 @@ TEST_F(Exported, ShardedWithAnIndexLoadsBackExactly) {
 
 TEST_F(Exported, Bf16ExportIsTheRoundedMaster) {
   ASSERT_EQ(export_to((root / "bf16").string(), "--dtype bf16"), 0);
-  checkpoint::SafetensorsFile f((root / "bf16" / "model.safetensors").string());
-  EXPECT_EQ(f.at("transformer.wte.weight").dtype, checkpoint::StDtype::BF16);
+  format::SafetensorsFile f((root / "bf16" / "model.safetensors").string());
+  EXPECT_EQ(f.at("transformer.wte.weight").dtype, format::StDtype::BF16);
   expect_loads_equal((root / "bf16").string(), torch::kBFloat16);
 }
 
@@ -110,7 +110,7 @@ TEST_F(Exported, PythonReadsTheSameValues) {
 }
 
 TEST_F(Exported, Save16BitModelHoldsEveryParameter) {
-  checkpoint::SafetensorsFile f((root / "16bit" / "model.safetensors").string());
+  format::SafetensorsFile f((root / "16bit" / "model.safetensors").string());
   EXPECT_EQ(f.tensors().size(), params.size());
   for (const auto& [name, want] : params) {
     const auto& info = f.at(name);

@@ -287,7 +287,7 @@ TEST(Reshard, LoadAtAnotherWorldSize) {
   std::vector<double> losses;
   for (int s = 10; s < 20; ++s) losses.push_back(train_steps(engine, sampler, s, 1));
   auto params = full_params(engine);
-  checkpoint::SafetensorsFile ref(fs::path(reshard_dir()) / "continuation.safetensors");
+  format::SafetensorsFile ref(fs::path(reshard_dir()) / "continuation.safetensors");
   torch::Tensor want = torch::empty({10}, torch::kFloat64);
   ref.read(ref.at("losses"), want.data_ptr(), 10 * sizeof(double));
   for (int i = 0; i < 10; ++i)

@@ -2,10 +2,10 @@
 // serialisation (encode_header) the writer uses; parsing lives in safetensors_header.cpp.
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "util/error.h"
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 namespace {
 
@@ -105,4 +105,4 @@ std::string encode_header(const std::vector<TensorInfo>& tensors,
   return out + json;
 }
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

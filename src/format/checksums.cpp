@@ -1,4 +1,4 @@
-#include "checkpoint/checksums.h"
+#include "format/checksums.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 #include "util/crc32c.h"
 #include "util/error.h"
 
-namespace ds::checkpoint {
+namespace ds::format {
 using nlohmann::json;
 
 std::string crc_hex(uint32_t crc) {
@@ -92,4 +92,4 @@ std::vector<uint32_t> ChunkedCrc::finish() {
   return std::move(crcs_);
 }
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "util/error.h"
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 namespace {
 
@@ -320,4 +320,4 @@ Header parse_header(const uint8_t* data, size_t size, uint64_t file_size, std::s
   return header;
 }
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

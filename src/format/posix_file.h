@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 // Owns one file descriptor; move-only. The destructor closes and ignores errors (destructors never
 // throw); writers that care about close() errors (NFS reports deferred write errors there) call
@@ -68,4 +68,4 @@ void fsync_directory(const std::string& dir);
 // "a/b/c.safetensors" → "a/b"; "c.safetensors" → ".".
 std::string parent_directory(const std::string& path);
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

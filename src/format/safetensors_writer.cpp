@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <optional>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 namespace {
 
@@ -145,7 +145,7 @@ void SafetensorsWriter::write_to(const std::string& tmp) {
   const std::string header = encode_header(layout(), metadata_);
   UniqueFd fd = open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   TempFileSink sink(fd.get(), tmp, fail_after);
-  // Checksums (checkpoint/checksums.h) are taken from the bytes on their way out: no second read.
+  // Checksums (format/checksums.h) are taken from the bytes on their way out: no second read.
   checksums_ = FileChecksums{};
   checksums_.size = header.size() + data_bytes_;
   checksums_.header = crc32c(header.data(), header.size());
@@ -211,4 +211,4 @@ void SafetensorsWriter::commit() {
   }
 }
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "checkpoint/safetensors.h"
+#include "format/safetensors.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 namespace {
 constexpr const char* kCorruptHint =
@@ -18,7 +18,7 @@ constexpr const char* kCorruptHint =
 SafetensorsFile::SafetensorsFile(std::string path, const FileChecksums* expected)
     : path_(std::move(path)), expected_(expected) {
   fd_ = open_file(path_, O_RDONLY);
-  file_size_ = checkpoint::file_size(fd_.get(), path_);
+  file_size_ = format::file_size(fd_.get(), path_);
   if (expected_ && file_size_ != expected_->size)
     throw IoError(path_ + ": the file has " + std::to_string(file_size_) + " bytes but the checkpoint manifest recorded " +
                   std::to_string(expected_->size) + " (truncated, or replaced by another file); " + kCorruptHint);
@@ -145,4 +145,4 @@ void SafetensorsFile::read_verified(const TensorInfo& info, uint64_t offset, voi
   }
 }
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

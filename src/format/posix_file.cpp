@@ -1,5 +1,5 @@
 // POSIX I/O loops for the checkpoint layer: every errno turns into an IoError naming the file.
-#include "checkpoint/posix_file.h"
+#include "format/posix_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include "util/error.h"
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 void UniqueFd::reset() noexcept {
   if (fd_ >= 0) ::close(fd_);  // errors ignored: the caller chose not to care (see close())
@@ -120,4 +120,4 @@ std::string parent_directory(const std::string& path) {
   return path.substr(0, slash);
 }
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

@@ -19,10 +19,10 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/checksums.h"
-#include "checkpoint/posix_file.h"
+#include "format/checksums.h"
+#include "format/posix_file.h"
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 // The format's dtype names. The first ten are the ones LibTorch 1.13 has; the unsigned and fp8
 // ones are here so any standard file opens and lists (the engine refuses them later, by name).
@@ -86,7 +86,7 @@ std::optional<size_t> find_invalid_utf8(std::string_view text);
 // An open safetensors file: the header is read and validated at construction (at most 100 MB,
 // never the data); tensors are then read one at a time with pread into the caller's memory.
 // Const methods are safe to call from several threads at once.
-// With `expected` checksums (checkpoint/checksums.h; must outlive the object), the constructor
+// With `expected` checksums (format/checksums.h; must outlive the object), the constructor
 // checks the file size, the header's CRC and that every tensor has its chunk CRCs, and every read
 // verifies the chunks it touches: a mismatch throws ds::IoError naming the file, the tensor, the
 // byte range and the expected and actual CRC-32C.
@@ -172,4 +172,4 @@ class SafetensorsWriter {
   FileChecksums checksums_;
 };
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format

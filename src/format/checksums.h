@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ds::checkpoint {
+namespace ds::format {
 
 inline constexpr uint64_t kChecksumChunkBytes = uint64_t{1} << 20;
 inline constexpr const char* kChecksumAlgorithm = "crc32c";
@@ -49,4 +49,4 @@ class ChunkedCrc {
   std::vector<uint32_t> crcs_;
 };
 
-}  // namespace ds::checkpoint
+}  // namespace ds::format
