@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "config/zero_plan.h"
 #include "util/error.h"
 
 namespace ds {
@@ -60,13 +61,14 @@ int64_t nvme_optimizer_buffers_needed(const OffloadOptimizerConfig& off, const O
 
 void check_engine_support(const Config& c) {
   const ZeroConfig& z = c.zero_optimization;
+  const zero::ZeroPlan plan = zero::resolve_zero_plan(c);
   const OffloadOptimizerConfig& off = z.offload_optimizer;
-  if (z.offload_optimizer_enabled() && off.ratio < 1.0)
+  if (plan.offloaded() && off.ratio < 1.0)
     throw NotSupported(fmt::format("zero_optimization.offload_optimizer.ratio: {} asks for partial offload (part of "
                                    "the optimizer on the device), which deepspeed.cpp does not do; use 1.0 (all on "
                                    "the CPU) or remove offload_optimizer",
                                    off.ratio));
-  if (z.stage > 0 && c.optimizer && c.optimizer->type == OptimizerType::Lamb)
+  if (plan.partitioned() && c.optimizer && c.optimizer->type == OptimizerType::Lamb)
     throw NotSupported("optimizer.type: Lamb needs each parameter's whole gradient and weights for its trust "
                        "ratio, which ZeRO partitions split across ranks (DeepSpeed refuses it too); use stage 0 "
                        "or Adam/AdamW/Lion/Adagrad/SGD");
@@ -75,9 +77,9 @@ void check_engine_support(const Config& c) {
                        "yet; remove it from the config or set it to its default");
   if (c.scheduler && !c.optimizer)
     throw ConfigError("scheduler", "an LR schedule needs an optimizer; add an \"optimizer\" section");
-  const bool optimizer_on_nvme = off.device == OffloadDevice::Nvme && z.stage > 0 && c.optimizer;
+  const bool optimizer_on_nvme = plan.optimizer == zero::Placement::Nvme && c.optimizer;
   if (optimizer_on_nvme) check_nvme_swap_buffers(off, *c.optimizer);
-  if (optimizer_on_nvme || (z.offload_param.device == OffloadDevice::Nvme && z.stage == 3)) check_aio(c.aio);
+  if (optimizer_on_nvme || plan.params == zero::Placement::Nvme) check_aio(c.aio);
 }
 
 void check_device_support(const Config& c, bool has_accelerator) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "util/logging.h"
 #include "util/system_info.h"
 
 namespace ds::offload {
@@ -28,6 +29,17 @@ HostMemoryPlan plan_host_memory(bool pin_memory, bool has_accelerator, std::uint
 torch::Tensor host_zeros(std::int64_t numel, torch::ScalarType dtype, const HostMemoryPlan& plan) {
   auto options = torch::TensorOptions().dtype(dtype).device(torch::kCPU).pinned_memory(plan.pinned);
   return torch::zeros({numel}, options);
+}
+
+HostMemoryPlan plan_offload_host_memory(const OffloadOptimizerConfig& off, std::int64_t numel, int ranks,
+                                        bool has_accelerator) {
+  const auto bytes = static_cast<std::uint64_t>(numel) * 16u / static_cast<std::uint64_t>(std::max(1, ranks));
+  HostMemoryPlan plan = plan_host_memory(off.pin_memory, has_accelerator, bytes, memlock_limit_bytes());
+  if (!plan.note.empty()) {
+    if (has_accelerator) log::warn("zero_optimization.offload_optimizer.{}", plan.note);
+    else log::info("zero_optimization.offload_optimizer.{}", plan.note);
+  }
+  return plan;
 }
 
 }  // namespace ds::offload

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "config/zero_config.h"
+
 namespace ds::offload {
 
 struct HostMemoryPlan {
@@ -22,6 +24,12 @@ struct HostMemoryPlan {
 // RLIMIT_MEMLOCK (`memlock_limit`, UINT64_MAX = unlimited) of at least `bytes`.
 HostMemoryPlan plan_host_memory(bool pin_memory, bool has_accelerator, std::uint64_t bytes,
                                 std::uint64_t memlock_limit);
+
+// ZeRO-Offload's host buffers for `numel` trainable elements partitioned over `ranks` (fp32
+// gradients, master and optimizer state: 16 bytes per element), as offload_optimizer.pin_memory
+// asks; logs why they are not pinned (a warning where pinning could have worked).
+HostMemoryPlan plan_offload_host_memory(const OffloadOptimizerConfig& off, std::int64_t numel, int ranks,
+                                        bool has_accelerator);
 
 // A zero-filled host tensor [numel] of `dtype`, pinned if the plan says so.
 torch::Tensor host_zeros(std::int64_t numel, torch::ScalarType dtype, const HostMemoryPlan& plan);

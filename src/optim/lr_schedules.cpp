@@ -7,6 +7,8 @@
 #include <numbers>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "util/error.h"
 #include "util/logging.h"
 
@@ -30,6 +32,10 @@ LrScheduler::LrScheduler(std::vector<GroupLr> base, std::int64_t last_batch_iter
     : groups_(std::move(base)), last_batch_iteration_(last_batch_iteration) {
   DS_ASSERT(!groups_.empty(), "a scheduler needs at least one optimizer param group");
 }
+
+nlohmann::json LrScheduler::state_json() const { return {{"last_batch_iteration", last_batch_iteration_}}; }
+
+void LrScheduler::load_state_json(const nlohmann::json& j) { step_to(j.at("last_batch_iteration").get<std::int64_t>()); }
 
 void LrScheduler::step_to(std::int64_t iteration) {
   last_batch_iteration_ = iteration;

@@ -17,6 +17,8 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "config/optimizer_config.h"
 #include "config/scheduler_config.h"
 
@@ -46,6 +48,9 @@ class LrScheduler {
   void step() { step_to(last_batch_iteration_ + 1); }  // DeepSpeed's step()
   void step_to(std::int64_t iteration);                // DeepSpeed's step(iteration)
   std::int64_t last_batch_iteration() const { return last_batch_iteration_; }
+  // {"last_batch_iteration": n}, as the engine's checkpoint JSON holds it; loading steps to n.
+  nlohmann::json state_json() const;
+  void load_state_json(const nlohmann::json& j);
 
   // Current lr and betas per group (betas change only with OneCycle momentum cycling).
   const std::vector<GroupLr>& groups() const { return groups_; }

@@ -1,6 +1,8 @@
 // Resolving the parallel sizes against the world: errors name the key and show the arithmetic.
 #include "parallel/topology_sizes.h"
 
+#include <fmt/format.h>
+
 #include <vector>
 
 #include "util/error.h"
@@ -77,6 +79,14 @@ TopologyShape resolve_shape(int world, const TopologySizes& sizes) {
              "(sequence_parallel_size " + std::to_string(sizes.sequence) + ") is not supported yet: use one of them");
   }
   return s;
+}
+
+void check_batch_world(int resolved_for, int running) {
+  if (resolved_for == running) return;
+  throw ConfigError("train_batch_size", fmt::format("the batch triple was resolved for world size {} but {} ranks are "
+                                                    "running; load the config with the launcher's world size "
+                                                    "(ds::initialize does)",
+                                                    resolved_for, running));
 }
 
 }  // namespace ds::parallel

@@ -34,6 +34,10 @@ struct TopologyShape {
 // and ds::NotSupported for expert > 1 together with sequence > 1.
 TopologyShape resolve_shape(int world, const TopologySizes& sizes);
 
+// Throws ConfigError("train_batch_size") when the config's batch triple was resolved for another
+// world size than the one running (a config loaded by hand for the wrong world).
+void check_batch_world(int resolved_for, int running);
+
 // "num_stages 2, autotp_size 2, sequence_parallel_size 1, ep_size 1"
 std::string describe(const TopologySizes& sizes);
 

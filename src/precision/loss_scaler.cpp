@@ -230,4 +230,10 @@ double combined_unscale_factor(double loss_scale, double clip, double total_norm
   return combined;
 }
 
+std::unique_ptr<LossScaler> make_loss_scaler(const Config& c, bool zero) {
+  if (!c.fp16.enabled) return make_unit_loss_scaler();
+  const bool fused = !c.optimizer || c.optimizer->type == OptimizerType::Adam || c.optimizer->type == OptimizerType::AdamW;
+  return make_loss_scaler(c.fp16, zero ? ScalerFlavor::Zero : fused ? ScalerFlavor::FusedFp16 : ScalerFlavor::UnfusedFp16);
+}
+
 }  // namespace ds::precision

@@ -8,6 +8,9 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "config/config.h"
 #include "config/precision_config.h"
 #include "util/error.h"
 
@@ -86,6 +89,10 @@ class LossScaler {
   LossScalerState state() const { return st_; }
   // Throws ds::Error if the state is of another kind (use restore_loss_scaler for that).
   void load_state(const LossScalerState& s);
+  // The state as the engine's checkpoint JSON holds it. load_state_json returns false (and keeps
+  // this scaler) when the saved scaler is of another kind (the fp16 settings changed).
+  nlohmann::json state_json() const;
+  bool load_state_json(const nlohmann::json& j);
 
  protected:
   explicit LossScaler(LossScalerState s) : st_(s) {}
@@ -123,6 +130,9 @@ class LegacyDynamicLossScaler final : public LossScaler {
 std::unique_ptr<LossScaler> make_loss_scaler(const Fp16Config& fp16, ScalerFlavor flavor);
 // bf16 and fp32: static 1.0.
 std::unique_ptr<LossScaler> make_unit_loss_scaler();
+// The scaler a training config gets: with fp16, DeepSpeed's ZeRO variant (`zero`) or, without ZeRO,
+// FP16_Optimizer's for fused bases (Adam/AdamW) and FP16_UnfusedOptimizer's otherwise; else 1.0.
+std::unique_ptr<LossScaler> make_loss_scaler(const Config& config, bool zero);
 // A scaler of the state's kind resuming from it (DeepSpeed's ZeRO replaces its scaler object
 // wholesale on checkpoint load).
 std::unique_ptr<LossScaler> restore_loss_scaler(const LossScalerState& s);

@@ -1,8 +1,8 @@
-// ds::Engine: what ds::initialize returns. It owns the flat parameter/gradient buffers, the
-// 16-bit storage and accumulation buffers, the optimizer, the LR schedule, the loss scaler, the step
-// counters and the memory ledger, and sequences one training step:
+// ds::Engine: what ds::initialize returns. Its parts (runtime/engine_builder.h: topology, ZeRO plan,
+// model states, optimizer, schedule, loss scaler, step guard, telemetry) are built once; the engine
+// only sequences them through one training step, as DeepSpeed's engine does (reference §2.3):
 //   forward  — the user's module, on compute-dtype parameters
-//   backward — loss / GAS (× loss scale), autograd into the flat gradient buffer, accumulate
+//   backward — loss / GAS (× loss scale), autograd into the model states, accumulate
 //   step     — at accumulation boundaries: overflow check, unscale + clip, optimizer, write back
 //              16-bit parameters, LR schedule, counters, logs
 #pragma once
@@ -11,60 +11,24 @@
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
+#include <array>
 #include <concepts>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "comm/communicator.h"
-#include "config/config.h"
-#include "optim/lr_schedules.h"
-#include "precision/loss_scaler.h"
+#include "checkpoint/checkpointer.h"
+#include "precision/gradient_spans.h"
 #include "precision/overflow_summary.h"
-#include "precision/step_guard.h"
-#include "profiling/flops_profiler.h"
-#include "profiling/monitor_master.h"
+#include "runtime/engine_builder.h"
 #include "runtime/stop_request.h"
-#include "nn/activation_checkpointing.h"
-#include "util/memory_ledger.h"
-#include "zero/dtype_plan.h"
-#include "zero/flat_optimizer.h"
-#include "nn/layer_list.h"
-#include "offload/host_memory.h"
-#include "zero/flat_params.h"
-#include "zero/model_states.h"
 
 namespace ds {
 
-// A user param group: the dotted names it holds and what it overrides. Every trainable parameter
-// must be in exactly one group when groups are given (else a ConfigError names it).
-struct ParamGroup {
-  std::vector<std::string> params;
-  std::optional<double> lr;
-  std::optional<double> weight_decay;
-};
-
-// load_checkpoint's switches (DeepSpeed's keyword arguments of the same names).
-struct LoadOptions {
-  bool load_optimizer_states = true;     // false: weights only; optimizer state starts fresh
-  bool load_lr_scheduler_states = true;  // false: the schedule starts where the config says
-  bool load_module_only = false;         // true: weights only, counters and scaler untouched too
-  bool load_module_strict = true;        // false: checkpoint parameters the model lacks are ignored
-};
-
-struct LoadResult {
-  std::string path;           // the tag directory read
-  nlohmann::json client_state;
-};
-
 class Engine {
  public:
-  // `layers`: the model's LayerList when it has one (ZeRO stage 3 walks it); may be null.
-  Engine(std::shared_ptr<torch::nn::Module> module, Config config, std::vector<ParamGroup> groups = {},
-         nn::LayerList* layers = nullptr);
+  Engine(std::shared_ptr<torch::nn::Module> module, Config config, EngineOptions options = {});
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;
   ~Engine();
@@ -82,7 +46,7 @@ class Engine {
   bool was_step_applied() const { return last_step_applied_; }
   std::vector<double> get_lr() const;
   std::vector<std::array<double, 2>> get_mom() const;
-  double loss_scale() const { return scaler_->scale(); }
+  double loss_scale() const { return p_.scaler->scale(); }
   // The unscaled global gradient norm of the last step (-1 when not computed or inf/NaN).
   double get_global_grad_norm() const { return last_grad_norm_; }
   // Mean loss of the last completed global step (sum over micro-steps of loss/GAS).
@@ -96,12 +60,13 @@ class Engine {
   // ZeRO-Offload overlap: optimizer sub-groups stepped during backward so far (0 when it is off).
   int64_t overlapped_sub_group_steps() const { return overlapped_sub_group_steps_; }
 
-  int64_t train_batch_size() const { return config_.train_batch_size; }
-  int64_t train_micro_batch_size_per_gpu() const { return config_.train_micro_batch_size_per_gpu; }
-  int64_t gradient_accumulation_steps() const { return config_.gradient_accumulation_steps; }
-  int world_size() const { return comm_->size(); }
-  int rank() const { return comm_->rank(); }
-  comm::Communicator& communicator() { return *comm_; }
+  int64_t train_batch_size() const { return config().train_batch_size; }
+  int64_t train_micro_batch_size_per_gpu() const { return config().train_micro_batch_size_per_gpu; }
+  int64_t gradient_accumulation_steps() const { return config().gradient_accumulation_steps; }
+  int world_size() const { return p_.topology->world_size(); }
+  int rank() const { return p_.topology->rank(); }
+  comm::Communicator& communicator() { return p_.topology->world(); }
+  const parallel::Topology& topology() const { return *p_.topology; }
 
   // Checkpoints (docs/checkpoint.md): every rank calls these, after engine.step() at an accumulation
   // boundary. save writes <dir>/<tag>/ (tag "" = global_step<N>) atomically and then <dir>/latest;
@@ -115,20 +80,21 @@ class Engine {
   // safetensors file written by rank 0; at stage 3 parameters are gathered one at a time.
   void save_16bit_model(const std::string& dir, const std::string& file = "model.safetensors");
 
-  const Config& config() const { return config_; }
+  const Config& config() const { return *p_.config; }
   torch::nn::Module& module() { return *module_; }
-  torch::Device device() const { return device_; }
-  const zero::DtypePlan& dtypes() const { return plan_; }
+  torch::Device device() const { return p_.device; }
+  const zero::DtypePlan& dtypes() const { return p_.dtypes; }
+  const zero::ZeroPlan& zero_plan() const { return p_.zero; }
   // Stages 0-2: the flat parameter buffers (throws at stage 3, where parameters are sharded).
   const zero::FlatParameters& flat_parameters() const;
   // Where this rank's model states live (the ZeRO stage's implementation).
-  zero::ModelStates& model_states() { return *states_; }
-  const zero::ModelStates& model_states() const { return *states_; }
-  const zero::FlatOptimizer* optimizer() const { return optimizer_.get(); }
-  const precision::LossScaler& loss_scaler() const { return *scaler_; }
+  zero::ModelStates& model_states() { return *p_.states; }
+  const zero::ModelStates& model_states() const { return *p_.states; }
+  const zero::FlatOptimizer* optimizer() const { return p_.optimizer.get(); }
+  const precision::LossScaler& loss_scaler() const { return *p_.scaler; }
   // Activation checkpointing over the LayerList (null when the config does not ask for it).
-  const nn::ActivationCheckpointing* activation_checkpointing() const { return activation_checkpointing_.get(); }
-  const MemoryLedger& memory() const { return ledger_; }
+  const nn::ActivationCheckpointing* activation_checkpointing() const { return p_.activation_checkpointing.get(); }
+  const MemoryLedger& memory() const { return *p_.ledger; }
   std::string memory_report() const;
 
  protected:
@@ -137,66 +103,23 @@ class Engine {
   void after_forward();
 
  private:
-  using Clock = std::chrono::steady_clock;
-  struct Timings {  // milliseconds, for wall_clock_breakdown and the throughput line
-    double fwd = 0, bwd = 0, step = 0;            // this micro-step
-    double fwd_sum = 0, bwd_sum = 0, step_sum = 0;  // this global step
-    Clock::time_point fwd_start, step_start;
-    bool step_started = false;
-    double run_seconds = 0;                       // global steps after the first two
-  };
-
-  void setup_parameters(const std::vector<ParamGroup>& groups);
-  void setup_optimizer(const std::vector<ParamGroup>& groups);
-  void setup_schedule();
-  void check_memory_budget() const;
-  void check_nvme_budget(const MemoryLedger& estimate, int ranks) const;
-  void apply_schedule();
-  bool check_non_finite(const std::vector<torch::Tensor>& grads);
-  std::string first_non_finite_name(const std::vector<torch::Tensor>& grads) const;
-  double grad_norm(const std::vector<torch::Tensor>& grads) const;
-  void unscale_and_clip(std::vector<torch::Tensor>& grads);
   void take_model_step();
+  void publish_overlapped_step();
   void arm_overlapped_step();
-  void zero_grads();
-  void log_progress() const;
-  void log_timings(bool boundary) const;
-  void log_throughput(double step_seconds);
-  void write_step_events(bool boundary);
-  void print_flops_profile();
-  void report_swap_phase();
+  void apply_schedule();
+  precision::GradientSpans gradient_spans() const;
+  StepSnapshot snapshot() const;
+  checkpoint::EngineStates checkpoint_parts();
   nlohmann::json engine_state_json() const;
   void restore_engine_state(const nlohmann::json& state, const LoadOptions& options);
-  void check_tag_agreement(const std::string& tag);
-  // Every rank learns whether any failed; all throw, with the first failing rank's message.
-  void agree_or_throw(std::exception_ptr error, const std::string& what);
 
-  std::shared_ptr<torch::nn::Module> module_;
-  Config config_;
-  std::unique_ptr<comm::Communicator> comm_;
-  torch::Device device_ = torch::kCPU;
-  zero::DtypePlan plan_;
+  std::shared_ptr<torch::nn::Module> module_;  // first: the parts refer to it
   nn::LayerList* layers_ = nullptr;
-  offload::HostMemoryPlan host_;  // ZeRO-Offload host buffers: pinned or not, and why
-  bool overlap_step_ = false;     // ZeRO-Offload: step sub-groups as their gradients complete
-  bool step_in_flight_ = false;   // this boundary's optimizer step already ran during backward
-  int64_t overlapped_sub_group_steps_ = 0;
-  std::unique_ptr<zero::ModelStates> states_;
-  std::unique_ptr<zero::FlatOptimizer> optimizer_;
-  std::unique_ptr<optim::LrScheduler> scheduler_;
-  std::unique_ptr<precision::LossScaler> scaler_;
-  precision::StepGuard step_guard_;  // inf/NaN steps: skip or stop (precision/step_guard.h)
+  EngineParts p_;
   precision::OverflowSummary overflow_summary_;
-  MemoryLedger ledger_;
-  Timings timings_;
-  MonitorMaster monitor_;           // tensorboard / csv_monitor / jsonl_monitor, rank 0 only
-  bool loss_scale_changed_ = false;  // DeepSpeed logs the scale as an int until it first changes
-  std::unique_ptr<profiling::FlopsProfiler> flops_profiler_;  // rank 0, flops_profiler.enabled
-  bool flops_profile_active_ = false;                         // this global step is profile_step
-  double optimizer_seconds_ = 0;  // time in optimizer steps since the last report (NVMe phase report)
-  std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing_;
-  StopRequest stop_;  // agreed at each accumulation boundary
-
+  StopRequest stop_;               // agreed at each accumulation boundary
+  bool step_in_flight_ = false;    // this boundary's optimizer step already ran during backward
+  int64_t overlapped_sub_group_steps_ = 0;
   int64_t global_steps_ = 0;
   int64_t global_samples_ = 0;
   int64_t micro_steps_ = 0;
@@ -207,7 +130,6 @@ class Engine {
   double last_loss_ = 0.0;
 };
 
-// The engine for a concrete module type: forward() forwards any arguments to M::forward.
 // The model's LayerList, for models that expose one as `layers()` (GPT2 does).
 template <class M>
 nn::LayerList* layer_list_of(M& model) {
@@ -215,11 +137,12 @@ nn::LayerList* layer_list_of(M& model) {
   return nullptr;
 }
 
+// The engine for a concrete module type: forward() forwards any arguments to M::forward.
 template <class M>
 class ModelEngine : public Engine {
  public:
   ModelEngine(std::shared_ptr<M> model, Config config, std::vector<ParamGroup> groups = {})
-      : Engine(model, std::move(config), std::move(groups), layer_list_of(*model)), model_(std::move(model)) {}
+      : Engine(model, std::move(config), {std::move(groups), layer_list_of(*model)}), model_(std::move(model)) {}
 
   template <class... Args>
   auto forward(Args&&... args) {

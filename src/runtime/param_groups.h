@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine.h"
+#include "runtime/trainable_params.h"
 
 namespace ds {
 

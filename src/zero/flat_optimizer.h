@@ -15,10 +15,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "aio/aio_engine.h"
 #include "config/aio_config.h"
 #include "config/optimizer_config.h"
 #include "config/zero_config.h"
+#include "config/zero_plan.h"
 #include "offload/optimizer_swapper.h"
 #include "optim/adam.h"
 #include "util/memory_ledger.h"
@@ -32,10 +35,9 @@ struct GroupHyperparams {
   std::optional<double> weight_decay;
 };
 
-// How DeepSpeed calls its Adam kernel, which decides how beta^t is rounded (reference §19): stage 0
-// once per parameter tensor (the first tensor of a step advances beta^t by an fp32 multiply, the
-// rest recompute it with pow()), ZeRO stages once per flat partition.
-enum class KernelCalls { PerTensor, PerPartition };
+// KernelCalls (config/zero_plan.h): how DeepSpeed calls its Adam kernel decides how beta^t is rounded
+// (reference §19): stage 0 once per parameter tensor (the first tensor of a step advances beta^t by an
+// fp32 multiply, the rest recompute it with pow()), ZeRO stages once per flat partition.
 
 // How the master weights and state are held. Offloaded (tier Cpu), the fp32 master is always a host
 // copy — never the device parameters, even when those are fp32 — in (pinned) host memory, and Adam
@@ -83,6 +85,9 @@ class FlatOptimizer {
   int64_t step_count() const { return steps_; }
   // Checkpoints: the step count and Adam's fp32 beta powers, restored exactly on load.
   optim::AdamStepState::Snapshot adam_state() const { return adam_state_.snapshot(); }
+  // The step counters as the engine's checkpoint JSON holds them ({"type", "step", "adam": {...}}).
+  nlohmann::json state_json() const;
+  void load_state_json(const nlohmann::json& j);
   void restore_counters(int64_t steps, const optim::AdamStepState::Snapshot& adam) {
     steps_ = steps;
     adam_state_.restore(adam);

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "aio/aligned_buffer.h"
+#include "config/zero_plan.h"
 #include "zero/gradient_buckets.h"
 #include "zero/partition.h"
 
@@ -53,8 +54,9 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
   const auto& z = c.zero_optimization;
   const DtypePlan& p = in.plan;
   const int n = std::max(1, in.world);
-  const int stage = z.stage;
-  const bool offload = z.offload_optimizer_enabled();
+  const ZeroPlan plan = resolve_zero_plan(c);
+  const int stage = plan.stage;
+  const bool offload = plan.offloaded();
   const int64_t psi = std::accumulate(in.param_numels.begin(), in.param_numels.end(), int64_t{0});
   const uint64_t cs = size_of(p.compute), ms = size_of(p.model), as = size_of(p.grad_accum),
                  ws = size_of(p.communication);
@@ -88,8 +90,7 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
       }
     }
     // offload_param: the shards in host memory or in NVMe swap files.
-    const OffloadDevice shard_device = z.offload_param.device;
-    m.add(shard_device == OffloadDevice::Nvme ? Tier::Nvme : shard_device == OffloadDevice::Cpu ? Tier::Cpu : dev,
+    m.add(plan.params == Placement::Nvme ? Tier::Nvme : plan.params == Placement::Cpu ? Tier::Cpu : dev,
           MemKind::Params, shards * ms);
     m.add(offload ? Tier::Cpu : dev, MemKind::Grads, shards * (offload ? 4 : as));
     m.add(dev, MemKind::Buffers, 2 * live_buckets(in.param_numels, z) * ws);
@@ -97,7 +98,7 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
     master_aliases = !offload && p.model == torch::kFloat32;
   }
   if (c.optimizer) {
-    const bool nvme = z.offload_optimizer.device == OffloadDevice::Nvme;
+    const bool nvme = plan.optimizer == Placement::Nvme;
     const Tier state_tier = nvme ? Tier::Nvme : opt_tier;
     if (!master_aliases || nvme) m.add(state_tier, MemKind::Master, local * 4);
     m.add(state_tier, MemKind::OptimizerState, local * 4 * optimizer_state_count(c));

@@ -27,7 +27,7 @@ void ModelStates::finish_write_back() {
 
 std::unique_ptr<ModelStates> make_model_states(const ModelStatesOptions& o, const std::vector<NamedParam>& params) {
   DS_ASSERT(o.config && o.comm && o.ledger, "model states need a config, a communicator and a ledger");
-  switch (o.config->zero_optimization.stage) {
+  switch (o.zero.stage) {
     case 0: return std::make_unique<ReplicatedStates>(o, params);
     case 1:
     case 2: return std::make_unique<PartitionedStates>(o, params);

@@ -20,6 +20,7 @@
 
 #include "comm/communicator.h"
 #include "config/config.h"
+#include "config/zero_plan.h"
 #include "nn/layer_list.h"
 #include "offload/host_memory.h"
 #include "offload/param_swapper.h"
@@ -98,6 +99,7 @@ class ModelStates {
 
 struct ModelStatesOptions {
   const Config* config = nullptr;
+  ZeroPlan zero;  // the stage and where each state lives (resolve_zero_plan)
   DtypePlan plan;
   comm::Communicator* comm = nullptr;
   MemoryLedger* ledger = nullptr;
@@ -113,7 +115,7 @@ struct ModelStatesOptions {
   int64_t sub_group_steps = 0;
 };
 
-// Builds the stage config.zero_optimization.stage asks for over `params` (trainable, distinct).
+// Builds the stage options.zero names over `params` (trainable, distinct).
 std::unique_ptr<ModelStates> make_model_states(const ModelStatesOptions& options, const std::vector<NamedParam>& params);
 
 }  // namespace ds::zero

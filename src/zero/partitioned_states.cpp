@@ -37,7 +37,7 @@ FlatGroup partition_layout(const FlatGroup& group, const FlatPartition& partitio
 }
 
 PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vector<NamedParam>& params)
-    : config_(*o.config), comm_(*o.comm), stage_(o.config->zero_optimization.stage), plan_(o.plan),
+    : config_(*o.config), comm_(*o.comm), stage_(o.zero.stage), plan_(o.plan),
       offload_(o.offload_gradients),
       flat_(FlatParameters::build(params, {group_alignment(o.comm->size()), /*gradient_buffer=*/stage_ == 1})) {
   const int world = comm_.size(), rank = comm_.rank();

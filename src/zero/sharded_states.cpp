@@ -15,8 +15,8 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
            "modules have no forward hooks. Give the model a ds::nn::LayerList (a `layers()` method returning it, "
            "each layer naming the parameters it reads; see docs/zero.md) or use stage 1 or 2");
   // offload_param: the shards in host memory or in NVMe swap files instead of with the module.
-  const OffloadDevice where = config_.zero_optimization.offload_param.device;
-  const Tier shard_tier = where == OffloadDevice::Nvme ? Tier::Nvme : where == OffloadDevice::Cpu ? Tier::Cpu : o.tier;
+  const Placement where = o.zero.params;
+  const Tier shard_tier = where == Placement::Nvme ? Tier::Nvme : where == Placement::Cpu ? Tier::Cpu : o.tier;
   params_ = std::make_unique<ShardedParameters>(comm_, plan_, config_.zero_optimization, params, *o.ledger, shard_tier,
                                                 &config_.aio);
   coordinator_ = std::make_shared<ParamCoordinator>(*params_, *layers_, config_.zero_optimization);

@@ -1,0 +1,395 @@
+#include "checkpoint/checkpointer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <unordered_set>
+
+#include "checkpoint/layout.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/state_files.h"
+#include "comm/agreement.h"
+#include "util/error.h"
+#include "util/logging.h"
+
+namespace ds::checkpoint {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Trainable parameters by name (the first name of a shared tensor), in model order, as the
+// engine's parameter collection sees them. Stage-3 placeholders keep their shapes.
+std::vector<ParamInfo> trainable_params(torch::nn::Module& module, torch::ScalarType model_dtype) {
+  std::vector<ParamInfo> out;
+  std::unordered_set<const void*> seen;
+  const std::string dtype(format::dtype_name(st_dtype_of(model_dtype)));
+  for (const auto& item : module.named_parameters())
+    if (item.value().requires_grad() && seen.insert(item.value().unsafeGetTensorImpl()).second)
+      out.push_back({item.key(), item.value().sizes().vec(), dtype});
+  return out;
+}
+
+// What the optimizer does not own: frozen parameters and buffers (whole on every rank).
+std::vector<std::pair<std::string, torch::Tensor>> module_tensors(torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : module.named_parameters())
+    if (item.value().requires_grad()) seen.insert(item.value().unsafeGetTensorImpl());
+  for (const auto& item : module.named_parameters())
+    if (!item.value().requires_grad() && seen.insert(item.value().unsafeGetTensorImpl()).second)
+      out.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_buffers())
+    if (seen.insert(item.value().unsafeGetTensorImpl()).second) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+torch::Tensor cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_cpu_rng_state(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// Reads [offset, offset + n) of a state into `span` (fp32, any device) through host memory.
+void read_span(SliceReader& reader, const std::string& state, const ParamEntry& entry, const zero::ParamSlot& slot,
+               const torch::Tensor& span) {
+  torch::Tensor dst = span.narrow(0, slot.offset, slot.numel);
+  if (dst.device().is_cpu() && dst.is_contiguous()) {
+    reader.read(state, entry, slot.param_offset, slot.numel, dst.data_ptr<float>());
+    return;
+  }
+  torch::Tensor host = torch::empty({slot.numel}, torch::kFloat32);
+  reader.read(state, entry, slot.param_offset, slot.numel, host.data_ptr<float>());
+  dst.copy_(host);
+}
+
+void check_tag_agreement(const EngineStates& p, const std::string& tag) {
+  if (p.comm.size() == 1 || p.config.checkpoint.tag_validation == TagValidation::Ignore) return;
+  const int64_t digest = static_cast<int64_t>(tag_digest(tag) >> 1);
+  int64_t lo = digest, hi = digest;
+  p.comm.all_reduce(comm::Buffer(&lo, 1), comm::ReduceOp::Min, "checkpoint_tag");
+  p.comm.all_reduce(comm::Buffer(&hi, 1), comm::ReduceOp::Max, "checkpoint_tag");
+  if (lo == hi) return;
+  const std::string msg = fmt::format(
+      "checkpoint.tag_validation: ranks passed different tags to save_checkpoint (this rank: \"{}\"); every "
+      "rank must save the same tag",
+      tag);
+  if (p.config.checkpoint.tag_validation == TagValidation::Fail) throw Error(msg);
+  log::warn("{}", msg);
+}
+
+// This rank's rank file (and rank 0's model file) in the partial directory; returns their checksums.
+std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, const std::string& partial,
+                                                         const std::vector<std::string>& rank_files) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, format::FileChecksums> checksums;
+  const int rank = p.comm.rank(), world = p.comm.size();
+  const std::string& name = rank_files[size_t(rank)];
+  const std::string file = (fs::path(partial) / name).string();
+  if (p.optimizer && p.optimizer->swapped()) {
+    // ZeRO-Infinity: stream the swap files sub-group by sub-group (RAM: one sub-group).
+    std::vector<const zero::FlatGroup*> layouts;
+    for (size_t g = 0; g < p.states.num_groups(); ++g) layouts.push_back(&p.states.local_layout(g));
+    std::vector<SwappedSpan> spans;
+    for (const auto& sp : p.optimizer->sub_group_spans()) spans.push_back({sp.group, sp.offset, sp.numel});
+    zero::FlatOptimizer* opt = p.optimizer;
+    checksums[name] = write_swapped_rank_file(
+        file, layouts, opt->state_names(), spans,
+        [opt](size_t k, std::span<float* const> st) { opt->read_sub_group(int64_t(k), st); }, cpu_rng_state(), rank,
+        world);
+  } else {
+    LocalStates local;
+    if (p.optimizer) local.state_names = p.optimizer->state_names();
+    for (size_t g = 0; g < p.states.num_groups(); ++g) {
+      local.layouts.push_back(&p.states.local_layout(g));
+      local.masters.push_back(p.optimizer ? p.optimizer->master(g) : p.states.local_params(g).to(torch::kFloat32));
+      local.states.push_back(p.optimizer ? &p.optimizer->state(g) : nullptr);
+    }
+    // Stage 0 replicas are identical: rank 0 writes the pieces, every rank its RNG state.
+    const bool pieces = p.states.partitioned() || rank == 0;
+    checksums[name] = write_rank_file(file, local, pieces, cpu_rng_state(), rank, world);
+  }
+  crash_point("rank_file");
+  if (rank == 0) {
+    checksums[model_file_name()] = write_tensor_file((fs::path(partial) / model_file_name()).string(),
+                                                     module_tensors(p.module), {{"format", "deepspeed.cpp model states"}});
+    crash_point("model_file");
+  }
+  return checksums;
+}
+
+// Rank 0: the manifest (with every rank's checksums), then the atomic commit and `latest`.
+void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::string>& rank_files,
+            const std::vector<std::string>& all_checksums) {
+  const std::string partial = partial_dir(r.dir, r.tag);
+  Manifest m;
+  m.tag = r.tag;
+  m.zero_stage = p.states.stage();
+  m.dp_world_size = p.comm.size();
+  m.rank_files = rank_files;
+  m.model_file = model_file_name();
+  m.states = {kMasterState};
+  if (p.optimizer)
+    for (const auto& name : p.optimizer->state_names()) m.states.push_back(name);
+  for (const auto& [name, t] : module_tensors(p.module)) m.module_tensors.push_back(name);
+  m.params = collect_pieces(partial, rank_files, trainable_params(p.module, p.model_dtype));
+  m.engine = r.engine_state;
+  m.ds_config = json::parse(p.config.json_text, nullptr, false);
+  m.client_state = r.client_state;
+  for (size_t rank = 0; rank < all_checksums.size(); ++rank) {
+    const json theirs = json::parse(all_checksums[rank]);
+    for (const auto& [file, sums] : theirs.items())
+      m.checksums[file] = format::file_checksums_from_json(sums, fmt::format("rank {}'s checksums of {}", rank, file));
+  }
+  const std::string path = (fs::path(partial) / kManifestFile).string();
+  (void)manifest_from_json(to_json(m), path);  // what we write must load
+  write_manifest(m, path);
+  crash_point("manifest");
+  commit_tag_dir(r.dir, r.tag);
+  crash_point("commit");
+  if (r.save_latest) write_latest(r.dir, r.tag);
+}
+
+}  // namespace
+
+json batch_json(const Config& c) {
+  return {{"train_batch_size", c.train_batch_size}, {"train_micro_batch_size_per_gpu", c.train_micro_batch_size_per_gpu},
+          {"gradient_accumulation_steps", c.gradient_accumulation_steps}, {"dp_world_size", c.world_size}};
+}
+
+void warn_if_global_batch_changed(const json& engine_state, const Config& c, const std::string& path) {
+  if (!engine_state.contains("batch")) return;  // saved before the triple was recorded
+  const json& b = engine_state.at("batch");
+  const int64_t saved = b.value("train_batch_size", int64_t{0});
+  if (saved == c.train_batch_size) return;  // a reshard that keeps the global batch changes nothing
+  log::warn(
+      "load_checkpoint: the global batch changed: {} was saved with train_batch_size {} (micro batch {} x "
+      "gradient_accumulation_steps {} x data-parallel world {}), this run uses {} ({} x {} x {}). Each optimizer step "
+      "now consumes {} samples instead of {}: the data order from here on differs from the saved run's, and the "
+      "learning-rate schedule (stepped per optimizer step) now moves per {} samples, so the schedule per sample "
+      "changes. To continue exactly, keep train_batch_size at {} (set gradient_accumulation_steps or the micro batch "
+      "for this world size)",
+      path, saved, b.value("train_micro_batch_size_per_gpu", int64_t{0}), b.value("gradient_accumulation_steps", int64_t{0}),
+      b.value("dp_world_size", 0), c.train_batch_size, c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps,
+      c.world_size, c.train_batch_size, saved, c.train_batch_size, saved);
+}
+
+void check_save_at_boundary(int64_t micro_steps, int64_t gas) {
+  DS_CHECK(micro_steps % gas == 0, Error,
+           fmt::format("save_checkpoint: call it after engine.step() at a gradient accumulation boundary (this is "
+                       "micro-step {} of {}); gradients of an unfinished step are not saved",
+                       micro_steps % gas, gas));
+}
+
+std::string save(const EngineStates& p, const SaveRequest& r) {
+  check_tag(r.tag);
+  check_tag_agreement(p, r.tag);
+  // Every phase ends with an agreement: one rank's failure fails the save on all, naming the cause.
+  auto phase = [&](const char* what, auto&& fn) {
+    std::exception_ptr error;
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    try {
+      comm::agree_or_throw(p.comm, error, what);
+    } catch (...) {
+      std::error_code ec;
+      if (p.comm.rank() == 0) fs::remove_all(partial_dir(r.dir, r.tag), ec);  // nothing half-written stays behind
+      throw;
+    }
+  };
+  std::vector<std::string> rank_files;
+  for (int rank = 0; rank < p.comm.size(); ++rank) rank_files.push_back(optim_file_name(rank, p.config.bf16.enabled));
+  std::map<std::string, format::FileChecksums> checksums;
+  phase("checkpoint_prepare", [&] {
+    if (p.comm.rank() == 0) prepare_partial_dir(r.dir, r.tag);
+  });
+  phase("checkpoint_write", [&] { checksums = write_files(p, partial_dir(r.dir, r.tag), rank_files); });
+  phase("checkpoint_commit", [&] {
+    json mine = json::object();
+    for (const auto& [file, sums] : checksums) mine[file] = format::to_json(sums);
+    const auto all = comm::all_gather_text(p.comm, mine.dump(), "checkpoint_checksums");
+    if (p.comm.rank() == 0) commit(p, r, rank_files, all);
+  });
+  return tag_dir(r.dir, r.tag);
+}
+
+namespace {
+
+// The checkpoint holds every trainable parameter of the model with its shape, and the states this
+// run's optimizer needs; strict: nothing the model lacks.
+void check_compatible(const EngineStates& p, const Manifest& m, const std::string& path, const LoadOptions& options,
+                      const std::vector<std::string>& state_names) {
+  std::unordered_set<std::string> ours;
+  for (const auto& param : trainable_params(p.module, p.model_dtype)) {
+    ours.insert(param.name);
+    const ParamEntry* e = m.find(param.name);
+    DS_CHECK(e != nullptr, IoError,
+             fmt::format("{}: the checkpoint has no parameter {} (a checkpoint of another model?)", path, param.name));
+    DS_CHECK(e->shape == param.shape, IoError,
+             fmt::format("{}: {} has shape {} in the checkpoint but {} in the model", path, param.name, e->shape,
+                         param.shape));
+  }
+  if (options.load_module_strict)
+    for (const auto& e : m.params)
+      DS_CHECK(ours.count(e.name), IoError,
+               fmt::format("{}: the checkpoint's parameter {} is not a trainable parameter of the model (pass "
+                           "load_module_strict = false to ignore it)",
+                           path, e.name));
+  for (const auto& s : state_names)
+    DS_CHECK(std::find(m.states.begin(), m.states.end(), s) != m.states.end(), IoError,
+             fmt::format("{}: the checkpoint holds optimizer states {} but this run's {} needs \"{}\" (load with "
+                         "load_optimizer_states = false to start the optimizer afresh)",
+                         path, m.states, to_string(p.optimizer->type()), s));
+}
+
+// ZeRO-Infinity: fill the swap files sub-group by sub-group, handing each master span to the 16-bit
+// write-back as it goes (finished once every rank has read its slices).
+void read_swapped(const EngineStates& p, SliceReader& reader, const Manifest& m, bool with_states) {
+  zero::FlatOptimizer& opt = *p.optimizer;
+  std::vector<std::string> names{kMasterState};
+  for (const auto& n : opt.state_names()) names.push_back(n);
+  const auto spans = opt.sub_group_spans();
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const auto& sp = spans[k];
+    std::vector<torch::Tensor> buf;
+    for (size_t j = 0; j < names.size(); ++j) buf.push_back(torch::zeros({sp.numel}));
+    if (!with_states) {  // weights only: keep the swapped moments, read back around the new master
+      std::vector<float*> ptrs;
+      for (auto& t : buf) ptrs.push_back(t.data_ptr<float>());
+      opt.read_sub_group(int64_t(k), ptrs);
+      buf[0].zero_();  // the master comes from the checkpoint (padding stays zero)
+    }
+    for (const auto& slot : p.states.local_layout(sp.group).slots) {
+      const int64_t lo = std::max(slot.offset, sp.offset), hi = std::min(slot.offset + slot.numel, sp.offset + sp.numel);
+      if (lo >= hi) continue;
+      const ParamEntry& e = *m.find(slot.name);
+      for (size_t j = 0; j < (with_states ? names.size() : 1); ++j)
+        reader.read(names[j], e, slot.param_offset + (lo - slot.offset), hi - lo, buf[j].data_ptr<float>() + (lo - sp.offset));
+    }
+    std::vector<const float*> ptrs;
+    for (const auto& t : buf) ptrs.push_back(t.data_ptr<float>());
+    opt.write_sub_group(int64_t(k), ptrs);
+    p.states.write_back_range(sp.group, sp.offset, buf[0]);
+  }
+}
+
+// Every group's fp32 master (the optimizer's own tensors, filled in place, or a copy of the
+// parameters without one) and optimizer states.
+std::vector<torch::Tensor> read_flat(const EngineStates& p, SliceReader& reader, const Manifest& m,
+                                     const std::vector<std::string>& state_names) {
+  std::vector<torch::Tensor> masters;
+  for (size_t g = 0; g < p.states.num_groups(); ++g) {
+    torch::Tensor master = p.optimizer ? p.optimizer->master(g) : p.states.local_params(g).to(torch::kFloat32);
+    for (const auto& slot : p.states.local_layout(g).slots) {
+      if (slot.numel == 0) continue;
+      const ParamEntry& e = *m.find(slot.name);
+      read_span(reader, kMasterState, e, slot, master);
+      for (const auto& s : state_names) read_span(reader, s, e, slot, p.optimizer->state(g).at(s));
+    }
+    masters.push_back(master);
+  }
+  return masters;
+}
+
+void read_module_tensors(const EngineStates& p, SliceReader& reader, const Manifest& m, const std::string& path,
+                         bool strict) {
+  for (auto& [name, t] : module_tensors(p.module)) {
+    if (std::find(m.module_tensors.begin(), m.module_tensors.end(), name) != m.module_tensors.end())
+      reader.read_module_tensor(name, t);
+    else
+      DS_CHECK(!strict, IoError,
+               fmt::format("{}: the checkpoint has no {} (a frozen parameter or buffer of the model)", path, name));
+  }
+}
+
+}  // namespace
+
+std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const std::string& tag_in,
+                           const LoadOptions& options) {
+  std::string tag = tag_in;
+  if (tag.empty()) {
+    auto latest = read_latest(dir);
+    if (!latest) {
+      log::warn("load_checkpoint: there is no {}, so nothing was loaded (pass a tag to load a specific checkpoint)",
+                (fs::path(dir) / kLatestFile).string());
+      return std::nullopt;
+    }
+    tag = *latest;
+  }
+  check_tag(tag);
+  const std::string path = resolve_tag_dir(dir, tag);
+  const Manifest m = read_manifest((fs::path(path) / kManifestFile).string());
+  const bool with_states = p.optimizer && options.load_optimizer_states && !options.load_module_only;
+  const bool swapped = p.optimizer && p.optimizer->swapped();
+  std::vector<std::string> state_names;
+  if (with_states) state_names = p.optimizer->state_names();
+  std::vector<torch::Tensor> masters;
+  std::exception_ptr error;
+  try {
+    check_compatible(p, m, path, options, state_names);
+    torch::NoGradGuard no_grad;
+    SliceReader reader(path, m);
+    if (swapped) read_swapped(p, reader, m, with_states);
+    else masters = read_flat(p, reader, m, state_names);
+    read_module_tensors(p, reader, m, path, options.load_module_strict);
+    if (!options.load_module_only) {
+      torch::Tensor rng = reader.rng_state(p.comm.rank() % m.dp_world_size);
+      if (rng.defined()) set_cpu_rng_state(rng);
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // write_back gathers across ranks: every rank must have read its slices first.
+  comm::agree_or_throw(p.comm, error, "checkpoint_load");
+  if (swapped) p.states.finish_write_back();
+  else p.states.write_back(masters);
+  return Loaded{path, m.engine, m.client_state, m.dp_world_size, m.zero_stage};
+}
+
+void save_16bit_model(const EngineStates& p, const std::string& dir, const std::string& file) {
+  const bool rank0 = p.comm.rank() == 0;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : p.module.named_parameters()) {
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+    // Stage 3: gather one parameter at a time (every rank takes part), keep rank 0's copy.
+    const bool trainable = item.value().requires_grad();
+    if (trainable) p.states.hold({item.key()});
+    if (rank0) {
+      torch::Tensor t = item.value().detach();
+      if (trainable && t.is_floating_point()) t = t.to(p.model_dtype);
+      tensors.emplace_back(item.key(), t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
+    }
+    if (trainable) p.states.unhold({item.key()});
+  }
+  for (const auto& item : p.module.named_buffers())
+    if (rank0 && seen.insert(item.value().unsafeGetTensorImpl()).second)
+      tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU));
+  std::exception_ptr error;
+  if (rank0) {
+    try {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      write_tensor_file((fs::path(dir) / file).string(), tensors, {{"format", "pt"}});
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  comm::agree_or_throw(p.comm, error, "save_16bit_model");
+}
+
+}  // namespace ds::checkpoint

@@ -1,0 +1,85 @@
+// The checkpoint sequence across ranks: what the engine's components put in a tag (rank files, the
+// model file, the manifest with the engine's counters and every file's checksums) and how they are
+// read back at any world size, stage or offload mode. Every phase ends with an agreement, so one
+// rank's failure fails the operation on all of them with the cause named, and a failed save leaves
+// the previous checkpoint untouched (docs/checkpoint.md).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "comm/communicator.h"
+#include "config/config.h"
+#include "zero/flat_optimizer.h"
+#include "zero/model_states.h"
+
+namespace ds {
+
+// load_checkpoint's switches (DeepSpeed's keyword arguments of the same names).
+struct LoadOptions {
+  bool load_optimizer_states = true;     // false: weights only; optimizer state starts fresh
+  bool load_lr_scheduler_states = true;  // false: the schedule starts where the config says
+  bool load_module_only = false;         // true: weights only, counters and scaler untouched too
+  bool load_module_strict = true;        // false: checkpoint parameters the model lacks are ignored
+};
+
+struct LoadResult {
+  std::string path;  // the tag directory read
+  nlohmann::json client_state;
+};
+
+namespace checkpoint {
+
+// The engine's components a checkpoint is made of (borrowed for the call).
+struct EngineStates {
+  comm::Communicator& comm;          // the ranks that hold pieces (the data-parallel group)
+  torch::nn::Module& module;
+  zero::ModelStates& states;
+  zero::FlatOptimizer* optimizer;    // null without an optimizer
+  const Config& config;
+  torch::ScalarType model_dtype;
+};
+
+struct SaveRequest {
+  std::string dir;
+  std::string tag;                   // resolved (never empty)
+  nlohmann::json engine_state;       // the engine's counters and its components' states
+  nlohmann::json client_state;
+  bool save_latest = true;
+};
+
+// Throws unless micro_steps is at a gradient accumulation boundary (an unfinished step is not saved).
+void check_save_at_boundary(int64_t micro_steps, int64_t gradient_accumulation_steps);
+
+// Collective. Writes <dir>/<tag>/ atomically, then <dir>/latest; returns the tag directory.
+std::string save(const EngineStates& parts, const SaveRequest& request);
+
+struct Loaded {
+  std::string path;                  // the tag directory read
+  nlohmann::json engine_state;
+  nlohmann::json client_state;
+  int dp_world_size = 0;             // the world it was saved at
+  int zero_stage = 0;
+};
+
+// Collective. Reads <dir>/<tag> (tag "" = the one in `latest`; nullopt with a warning when there is
+// none, as DeepSpeed) into the model states and optimizer; the caller restores engine_state.
+std::optional<Loaded> load(const EngineStates& parts, const std::string& dir, const std::string& tag,
+                           const LoadOptions& options);
+
+// Collective. The full model (trainable in the model dtype, frozen parameters, buffers) as one
+// safetensors file written by rank 0; at stage 3 parameters are gathered one at a time.
+void save_16bit_model(const EngineStates& parts, const std::string& dir, const std::string& file);
+
+// Warns when a resume changes the global batch (what that does to the data order and the schedule).
+void warn_if_global_batch_changed(const nlohmann::json& engine_state, const Config& config, const std::string& path);
+// The batch triple as the engine state records it.
+nlohmann::json batch_json(const Config& config);
+
+}  // namespace checkpoint
+}  // namespace ds

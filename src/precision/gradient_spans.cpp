@@ -1,0 +1,54 @@
+#include "precision/gradient_spans.h"
+
+#include <cmath>
+
+#include "precision/overflow.h"
+
+namespace ds::precision {
+
+bool any_non_finite(comm::Communicator& comm, const GradientSpans& grads, double loss) {
+  int32_t bad = std::isfinite(loss) && !first_non_finite(grads.flat).has_value() ? 0 : 1;
+  // Partitions, or one rank's loss: every rank must take the same decision.
+  if (comm.size() > 1) comm.all_reduce(comm::Buffer(&bad, 1), comm::ReduceOp::Max, "overflow_flag");
+  return bad != 0;
+}
+
+std::string first_non_finite_piece(const GradientSpans& grads) {
+  for (const auto& p : grads.pieces)
+    if (has_inf_or_nan(grads.piece(p))) return std::string(p.name);
+  return grads.partitioned ? "(none in this rank's partition)" : "(none found)";
+}
+
+double global_norm(comm::Communicator& comm, const GradientSpans& grads) {
+  torch::NoGradGuard no_grad;
+  if (grads.partitioned) {
+    double sq = 0.0;
+    for (const auto& g : grads.flat) sq += g.to(torch::kFloat64).square().sum().item<double>();
+    if (comm.size() > 1) comm.all_reduce(comm::Buffer(&sq, 1), comm::ReduceOp::Sum, "grad_norm");
+    const double norm = std::sqrt(sq);
+    return std::isfinite(norm) ? norm : -1.0;
+  }
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : grads.pieces) norms.push_back(grads.piece(p).norm());
+  const double norm = torch::stack(norms).norm().item<double>();
+  return std::isfinite(norm) ? norm : -1.0;
+}
+
+double unscale_and_clip(comm::Communicator& comm, GradientSpans& grads, double loss_scale, double clip) {
+  torch::NoGradGuard no_grad;
+  if (loss_scale == 1.0) {
+    if (clip <= 0.0) return -1.0;
+    // fp32 path: coef = min(1, clip / (norm + 1e-6)), gradients multiplied (runtime/utils.clip_grad_norm_).
+    const double norm = global_norm(comm, grads);
+    const double coef = clip / (norm + 1e-6);
+    if (norm >= 0 && coef < 1.0)
+      for (auto& g : grads.flat) g.mul_(coef);
+    return norm;
+  }
+  // fp16 path: the norm of the scaled gradients, one combined unscale+clip factor (reference §10).
+  const double scaled_norm = clip > 0.0 ? global_norm(comm, grads) : 0.0;
+  unscale_and_clip(grads.flat, loss_scale, clip, scaled_norm);
+  return clip > 0.0 ? scaled_norm / loss_scale : -1.0;
+}
+
+}  // namespace ds::precision

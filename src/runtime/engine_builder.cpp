@@ -1,0 +1,104 @@
+#include "runtime/engine_builder.h"
+
+#include <fmt/format.h>
+
+#include "comm/comm.h"
+#include "config/support.h"
+#include "offload/huge_pages.h"
+#include "runtime/dtype_policy.h"
+#include "runtime/host_setup.h"
+#include "runtime/memory_budget.h"
+#include "runtime/output_paths.h"
+#include "util/error.h"
+#include "util/logging.h"
+#include "zero/collectives.h"
+#include "zero/optimizer_factory.h"
+
+namespace ds {
+namespace {
+
+void build_states(EngineParts& p, torch::nn::Module& module, const EngineOptions& o) {
+  const Config& c = *p.config;
+  check_memory_budget(module, {&c, p.dtypes, p.data_parallel().size(), p.device});  // before anything is cast
+  module.to(p.device, p.dtypes.compute);  // PrecisionBuffers keeps the model-dtype storage
+  const auto named = collect_trainable_params(module, o.param_groups, *p.ledger);
+  zero::ModelStatesOptions options;
+  options.config = p.config.get();
+  options.zero = p.zero;
+  options.plan = p.dtypes;
+  options.comm = &p.data_parallel();
+  options.ledger = p.ledger.get();
+  options.module = &module;
+  options.layers = o.layers;
+  options.offload_gradients = p.zero.gradients == zero::Placement::Cpu;
+  if (options.offload_gradients) {
+    int64_t numel = 0;
+    for (const auto& np : named) numel += np.param.numel();
+    p.host = offload::plan_offload_host_memory(c.zero_optimization.offload_optimizer, numel, p.data_parallel().size(),
+                                               !p.device.is_cpu());
+    options.host = p.host;
+    if (p.zero.overlap_step) options.sub_group_steps = p.zero.overlap_sub_group_size;
+  }
+  p.states = zero::make_model_states(options, named);  // broadcasts rank 0's parameters
+  torch::NoGradGuard no_grad;
+  for (auto& b : module.buffers(true)) {
+    p.ledger->add(Tier::Device, MemKind::Buffers, b.numel() * b.element_size());
+    if (b.is_contiguous()) zero::broadcast_from_rank0(p.data_parallel(), b, "broadcast_buffers");  // views follow
+  }
+}
+
+void build_schedule(EngineParts& p) {
+  const Config& c = *p.config;
+  if (!c.scheduler) return;
+  if (!p.optimizer) throw ConfigError("scheduler", "an LR schedule needs an optimizer; add an \"optimizer\" section");
+  std::vector<optim::GroupLr> base;
+  const auto lrs = p.optimizer->lrs();
+  const auto betas = p.optimizer->betas();
+  for (size_t g = 0; g < lrs.size(); ++g) base.push_back({lrs[g], betas[g]});
+  p.scheduler = optim::LrScheduler::create(*c.scheduler, std::move(base), optim::has_betas(c.optimizer->type));
+}
+
+}  // namespace
+
+EngineParts build_engine_parts(torch::nn::Module& module, Config config, const EngineOptions& o) {
+  EngineParts p;
+  p.config = std::make_shared<const Config>(std::move(config));
+  const Config& c = *p.config;
+  std::shared_ptr<comm::Communicator> world = o.comm;
+  if (!world && !o.topology) world = comm::make_communicator(comm::Backend::Auto);
+  // Every size 1 until config/ reads tensor_parallel.autotp_size, sequence_parallel_size and the
+  // pipeline's stages: then the data-parallel group is the world, as before.
+  p.topology = o.topology ? o.topology : std::make_shared<parallel::Topology>(world, parallel::TopologySizes{});
+  log::set_rank(p.topology->rank());
+  parallel::check_batch_world(c.world_size, p.topology->world_size());
+  check_output_paths(c, p.topology->world());  // monitor folders, profiler file: writable, or fail now
+  check_engine_support(c);  // what this build cannot run (the loader refused it already; configs built in code meet it here)
+  p.zero = zero::resolve_zero_plan(c);
+  p.device = pick_device();
+  if (p.device.is_cpu()) {
+    configure_cpu_threads();
+    if (auto line = offload::enable_huge_pages_for_cpu_tensors(); !line.empty()) log::info("{}", line);
+  }
+  p.dtypes = resolve_dtype_plan(c, p.device);
+  p.ledger = std::make_unique<MemoryLedger>();
+  build_states(p, module, o);
+  zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.data_parallel().rank()};
+  for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay});
+  p.optimizer = zero::make_flat_optimizer(opt, *p.ledger);
+  build_schedule(p);
+  p.scaler = precision::make_loss_scaler(c, p.zero.partitioned());
+  p.guard = std::make_unique<precision::StepGuard>(c.fp16, c.nan_guard);
+  p.telemetry = std::make_unique<StepTelemetry>(c, p.topology->rank(), p.topology->world_size(), module, p.device,
+                                                p.states.get(), p.optimizer.get());
+  // Activation checkpointing wraps the LayerList's walk (docs/activation_checkpointing.md); it
+  // composes with stage 3's hooks, which gather a segment's parameters before its recompute.
+  if (nn::activation_checkpointing_requested(c)) {
+    if (o.layers != nullptr)
+      p.activation_checkpointing = nn::apply_activation_checkpointing(*o.layers, module, c.activation_checkpointing);
+    else
+      log::warn("activation_checkpointing: the model exposes no LayerList (layers()), so the section has no effect");
+  }
+  return p;
+}
+
+}  // namespace ds

@@ -1,0 +1,63 @@
+// EngineBuilder: config → plan → parts. Everything an engine is made of is decided and built here,
+// once: the process topology and its communicators, the ZeRO plan, the dtypes, the model states,
+// the optimizer, the LR schedule, the loss scaler, the step guard and the telemetry. The Engine then
+// only sequences them (runtime/engine.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "config/config.h"
+#include "config/zero_plan.h"
+#include "nn/activation_checkpointing.h"
+#include "nn/layer_list.h"
+#include "offload/host_memory.h"
+#include "optim/lr_schedules.h"
+#include "parallel/topology.h"
+#include "precision/loss_scaler.h"
+#include "precision/step_guard.h"
+#include "runtime/step_telemetry.h"
+#include "runtime/trainable_params.h"
+#include "util/memory_ledger.h"
+#include "zero/dtype_plan.h"
+#include "zero/flat_optimizer.h"
+#include "zero/model_states.h"
+
+namespace ds {
+
+// What the caller may give instead of the defaults (tests give their own communicator or topology).
+struct EngineOptions {
+  std::vector<ParamGroup> param_groups;
+  nn::LayerList* layers = nullptr;                 // the model's LayerList, when it has one (stage 3 walks it)
+  std::shared_ptr<comm::Communicator> comm;        // default: the launcher's world
+  std::shared_ptr<parallel::Topology> topology;    // default: one over `comm` from the config's sizes
+};
+
+struct EngineParts {
+  std::shared_ptr<const Config> config;
+  std::shared_ptr<parallel::Topology> topology;
+  zero::ZeroPlan zero;
+  zero::DtypePlan dtypes;
+  torch::Device device = torch::kCPU;
+  offload::HostMemoryPlan host;                    // ZeRO-Offload host buffers: pinned or not, and why
+  std::unique_ptr<MemoryLedger> ledger;            // stable address: the states record into it
+  std::unique_ptr<zero::ModelStates> states;
+  std::unique_ptr<zero::FlatOptimizer> optimizer;  // null without an "optimizer" section
+  std::unique_ptr<optim::LrScheduler> scheduler;   // null without a "scheduler" section
+  std::unique_ptr<precision::LossScaler> scaler;
+  std::unique_ptr<precision::StepGuard> guard;
+  std::unique_ptr<StepTelemetry> telemetry;
+  std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing;
+
+  // The group ZeRO partitions over and averages gradients in (the world with every size 1).
+  comm::Communicator& data_parallel() const { return topology->data_parallel(); }
+};
+
+// Collective over the world: every rank builds its parts at the same point. Throws ConfigError /
+// NotSupported / OutOfMemory / IoError naming the key before anything large is allocated.
+EngineParts build_engine_parts(torch::nn::Module& module, Config config, const EngineOptions& options);
+
+}  // namespace ds

@@ -1,0 +1,48 @@
+#include "runtime/host_setup.h"
+
+#include <fmt/format.h>
+
+#include <sched.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "runtime/world.h"
+#include "util/error.h"
+#include "util/logging.h"
+#include "util/system_info.h"
+
+namespace ds {
+namespace {
+
+void bind_cores_to_rank(int share) {
+  const char* v = std::getenv("DS_BIND_CORES_TO_RANK");
+  if (v == nullptr || std::string(v) == "0") return;
+  const int first = (local_rank() * share) % std::max(1, cpu_cores());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c = first; c < first + share && c < cpu_cores(); ++c) CPU_SET(c, &set);
+  DS_CHECK(sched_setaffinity(0, sizeof set, &set) == 0, Error,
+           fmt::format("DS_BIND_CORES_TO_RANK: cannot bind local rank {} to cores {}-{}", local_rank(), first,
+                       first + share - 1));
+  log::info("DS_BIND_CORES_TO_RANK: local rank {} bound to cores {}-{}", local_rank(), first, first + share - 1);
+}
+
+}  // namespace
+
+torch::Device pick_device() {
+  if (torch::cuda::is_available()) return torch::Device(torch::kCUDA, local_rank() % torch::cuda::device_count());
+  return torch::kCPU;
+}
+
+void configure_cpu_threads() {
+  const int share = std::max(1, cpu_cores() / std::max(1, local_world_size()));
+  bind_cores_to_rank(share);
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  if (torch::get_num_threads() < share) {
+    torch::set_num_threads(share);
+    log::info("intra-op threads: {} (set OMP_NUM_THREADS to choose another count)", share);
+  }
+}
+
+}  // namespace ds
