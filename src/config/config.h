@@ -21,6 +21,10 @@
 
 namespace ds {
 
+// The DeepSpeed release whose config semantics (keys, defaults, batch arithmetic, messages) the
+// loader follows; ds-report --config prints it. Each default's source: docs/config-defaults.md.
+inline constexpr const char* kDeepSpeedSemantics = "DeepSpeed 0.19.x";
+
 // Where a resolved value came from.
 enum class Source {
   File,     // written in the config
@@ -40,10 +44,15 @@ struct Config {
   int64_t train_batch_size = 0;
   int64_t train_micro_batch_size_per_gpu = 0;
   int64_t gradient_accumulation_steps = 0;
-  int world_size = 1;  // not a DeepSpeed key: the world size the triple was resolved for
+  int world_size = 1;  // not a DeepSpeed key: the world size the config was loaded for (all ranks)
+  // The parallel sizes as read (sequence_parallel_size, tensor_parallel.autotp_size, pipeline.stages)
+  // and the data-parallel world they leave, world_size / (their product): the world the triple is
+  // resolved for, DeepSpeedConfig's world_size. Equal to world_size when every size is 1.
+  ParallelSizes parallel_sizes;
+  int data_parallel_size = 1;
 
   std::optional<int64_t> steps_per_print;  // code default None: no progress lines
-  double gradient_clipping = 0.0;          // 0 = off
+  double gradient_clipping = 1.0;          // 0 = off; DeepSpeed 0.19 default (PR #8068; 0.0 before)
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   std::optional<DType> communication_data_type;  // None: see effective_communication_data_type()

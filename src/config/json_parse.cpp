@@ -1,6 +1,6 @@
-// Config text → JSON: comments allowed, duplicate keys rejected (as DeepSpeed's loader does),
-// syntax errors, nesting past kMaxJsonDepth and numbers too large for a double reported with the
-// line and column.
+// Config text → JSON with the hjson extras DeepSpeed's loader accepts (// /* */ and # comments,
+// trailing commas), duplicate keys rejected (as DeepSpeed's loader does), syntax errors, nesting
+// past kMaxJsonDepth and numbers too large for a double reported with the line and column.
 #include "config/json_parse.h"
 
 #include <memory>
@@ -82,7 +82,9 @@ std::string at_text(const std::string& origin, size_t line, size_t column) {
 
 }  // namespace
 
-Json parse_config_json(const std::string& text, const std::string& origin) {
+Json parse_config_json(const std::string& raw_text, const std::string& origin) {
+  // Same length and line breaks as the file: every position below is the file's.
+  const std::string text = config_detail::blank_hjson_extras(raw_text);
   // Nesting first: the parser and every later walk over the value recurse once per level, so
   // 100,000 nested arrays would overflow the stack (a SIGSEGV) before any message.
   if (const auto deep = config_detail::find_nesting_deeper_than(text, config_detail::kMaxJsonDepth)) {

@@ -8,8 +8,9 @@
 
 namespace ds {
 
-// Parses config text: comments allowed; a key repeated in one object is an error (as DeepSpeed);
-// a syntax error names `origin`, the line, the column and the parser's reason.
+// Parses config text as DeepSpeed's hjson loader takes a JSON config: // /* */ and # comments and
+// trailing commas allowed; a key repeated in one object is an error (as DeepSpeed); a syntax error
+// names `origin`, the line, the column and the parser's reason.
 nlohmann::json parse_config_json(const std::string& text, const std::string& origin);
 
 // Loads an already-parsed config (for ds::initialize(model, nlohmann::json)).

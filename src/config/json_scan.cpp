@@ -10,7 +10,8 @@
 namespace ds::config_detail {
 namespace {
 
-// Calls `visit(i, position)` for every byte outside strings and comments; stops when it returns true.
+// Calls `visit(i, position)` for every byte outside strings and comments, and for each string's
+// opening quote; stops when it returns true.
 void scan_structure(const std::string& s, const std::function<bool(size_t, const TextPosition&)>& visit) {
   TextPosition pos;
   size_t i = 0;
@@ -25,14 +26,15 @@ void scan_structure(const std::string& s, const std::function<bool(size_t, const
   };
   while (i < s.size()) {
     const char c = s[i];
-    if (c == '"') {  // a string: up to the closing quote, escapes skipped
+    if (c == '"') {  // a string: its opening quote is visited, then skipped to the closing quote
+      if (visit(i, pos)) return;
       advance();
       while (i < s.size() && s[i] != '"') {
         if (s[i] == '\\' && i + 1 < s.size()) advance();
         advance();
       }
       if (i < s.size()) advance();
-    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {  // a line comment
+    } else if (c == '#' || (c == '/' && i + 1 < s.size() && s[i + 1] == '/')) {  // a line comment
       while (i < s.size() && s[i] != '\n') advance();
     } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {  // a block comment
       advance();
@@ -82,6 +84,37 @@ std::optional<NumberToken> find_overflowing_number(const std::string& text) {
     return found.has_value();
   });
   return found;
+}
+
+std::string blank_hjson_extras(const std::string& text) {
+  std::string out = text;
+  // `#` comments: blanked up to the end of the line (scan_structure skips them like //).
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '"') {  // strings keep their '#'
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\') ++i;
+    } else if (text[i] == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (text[i] == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      const size_t end = text.find("*/", i + 2);
+      i = end == std::string::npos ? text.size() : end + 1;
+    } else if (text[i] == '#') {
+      for (; i < text.size() && text[i] != '\n'; ++i) out[i] = ' ';
+    }
+  }
+  // Trailing commas: a ',' whose next significant character is '}' or ']' and whose previous one
+  // is a value (not '{', '[' or ','). Comments are already skipped by scan_structure.
+  char previous = '\0';
+  size_t pending_comma = std::string::npos;
+  scan_structure(out, [&](size_t i, const TextPosition&) {
+    const char c = out[i];
+    if (std::isspace(static_cast<unsigned char>(c))) return false;
+    if ((c == '}' || c == ']') && pending_comma != std::string::npos) out[pending_comma] = ' ';
+    pending_comma = (c == ',' && previous != '{' && previous != '[' && previous != ',') ? i : std::string::npos;
+    previous = c;
+    return false;
+  });
+  return out;
 }
 
 }  // namespace ds::config_detail

@@ -41,8 +41,14 @@ void parse_bf16(SectionReader& top, Bf16Config& c) {
   SectionReader s(top.ctx(), top.raw("bf16"), "bf16", UnknownKeys::Warn);
   s.read("enabled", c.enabled);
   s.read("immediate_grad_update", c.immediate_grad_update);
-  for (auto [key, field] : {std::pair{"check_overflow", &c.check_overflow},
-                            std::pair{"bf16_master_weights_and_grads", &c.bf16_master_weights_and_grads},
+  s.alias("check_grad_overflow", "check_overflow", /*deprecated=*/true);
+  if (s.read("check_grad_overflow", c.check_grad_overflow) && !c.check_grad_overflow && c.enabled) {
+    top.ctx().warn(s.key_path("check_grad_overflow") +
+                   ": false is not honoured: nan_guard (on by default) still skips a bf16 step whose gradients are "
+                   "not finite, and stops after nan_guard.max_consecutive_steps such steps; set nan_guard.enabled "
+                   "false to apply them");
+  }
+  for (auto [key, field] : {std::pair{"bf16_master_weights_and_grads", &c.bf16_master_weights_and_grads},
                             std::pair{"bf16_optimizer_states", &c.bf16_optimizer_states}}) {
     if (s.read(key, *field) && *field) warn_unsupported(top.ctx(), s.key_path(key));
   }

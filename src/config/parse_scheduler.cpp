@@ -75,7 +75,12 @@ void read_params(SectionReader& p, SchedulerType type, SchedulerParams& s) {
     read_lr(p, "warmup_max_lr", s.warmup_max_lr);
   }
   if (type == T::WarmupLR || type == T::WarmupDecayLR || type == T::WarmupCosineLR) {
-    p.read("warmup_num_steps", s.warmup_num_steps, kNonNegative);
+    // DeepSpeed 0.19: "warmup_num_steps must be a positive integer, got 0" (ValueError).
+    if (const Json* n = p.take("warmup_num_steps"); n != nullptr && as_integer(*n) && *as_integer(*n) <= 0) {
+      throw ConfigError(p.key_path("warmup_num_steps"),
+                        "warmup_num_steps must be a positive integer, got " + show(*n) + " (as DeepSpeed's " + name + ")");
+    }
+    p.read("warmup_num_steps", s.warmup_num_steps, kPositive);
     read_warmup_type(p, s.warmup_type);
   }
   if (type == T::WarmupDecayLR || type == T::WarmupCosineLR) {
@@ -130,10 +135,16 @@ void parse_scheduler(SectionReader& top, Config& cfg) {
   if (sc.type == SchedulerType::WarmupLR || sc.type == SchedulerType::WarmupDecayLR) {
     // "auto" as Hugging Face's integration fills it: warmup_min_lr 0, warmup_max_lr the optimizer's lr.
     top.ctx().auto_meaningful.insert(p.key_path("warmup_min_lr"));
-    if (p.source_of("warmup_max_lr") == Source::Auto && cfg.optimizer) {
+    const Source max_src = p.source_of("warmup_max_lr");
+    if (max_src == Source::Auto && cfg.optimizer) {
       sc.params.warmup_max_lr = cfg.optimizer->params.lr;
       top.ctx().record(p.key_path("warmup_max_lr"), sc.params.warmup_max_lr, Source::Auto);
       top.ctx().auto_meaningful.insert(p.key_path("warmup_max_lr"));
+    } else if (max_src == Source::Default && sc.type == SchedulerType::WarmupLR && cfg.optimizer) {
+      // DeepSpeed 0.19's WarmupLR: warmup_max_lr=None warms up to the optimizer's lr (WarmupDecayLR
+      // still passes its own default, 0.001).
+      sc.params.warmup_max_lr = cfg.optimizer->params.lr;
+      top.ctx().record(p.key_path("warmup_max_lr"), sc.params.warmup_max_lr, Source::Derived);
     }
   }
   p.finish("not a parameter of the " + to_string(sc.type) +

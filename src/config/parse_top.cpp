@@ -12,9 +12,61 @@ void warn_unsupported(ParseContext& ctx, const std::string& path, const std::str
            (detail.empty() ? "" : " (" + detail + ")"));
 }
 
+namespace {
+
+// The sizes that divide the world before the triple (DeepSpeedConfig's world_size): top-level
+// sequence_parallel_size, tensor_parallel.autotp_size (0 = off) and pipeline.stages ("auto" = 1;
+// deepspeed.cpp's stand-in for PipelineModule's num_stages). Sizes above 1 are refused later
+// (validate.cpp) while the engine has no layer that uses them.
+ParallelSizes read_parallel_sizes(SectionReader& top) {
+  ParallelSizes s;
+  int64_t sp = 1;
+  top.read("sequence_parallel_size", sp, IntRange{1, 1 << 20});
+  s.sequence_parallel_size = int(sp);
+
+  SectionReader tp(top.ctx(), top.raw("tensor_parallel"), "tensor_parallel", UnknownKeys::Warn);
+  int64_t autotp = 0;
+  tp.read("autotp_size", autotp, IntRange{0, 1 << 20});
+  s.autotp_size = autotp == 0 ? 1 : int(autotp);
+  // TPTrainingConfig's other keys only matter with autotp_size > 1.
+  for (const char* k : {"dtype", "tp_overlap_comm", "tensor_parallel", "tp", "injection_policy_tuple",
+                        "partition_config", "preset_model", "keep_module_on_host", "replace_with_kernel_inject",
+                        "kernel_inject"})
+    tp.mark_known(k);
+  tp.finish();
+
+  // DeepSpeed keeps "pipeline" as a free-form dict ({"stages": "auto", "partition": "best", ...}).
+  SectionReader pipe(top.ctx(), top.raw("pipeline"), "pipeline", UnknownKeys::Warn);
+  // "auto" is DeepSpeed's own default here (the PipelineModule decides), not Hugging Face's.
+  const auto written = pipe.object().find("stages");
+  const bool is_auto = written == pipe.object().end() || *written == "auto";
+  top.ctx().auto_meaningful.insert("pipeline.stages");
+  if (is_auto) {
+    pipe.mark_known("stages");
+    top.ctx().record("pipeline.stages", "auto", written == pipe.object().end() ? Source::Default : Source::File);
+  } else {
+    int64_t n = 1;
+    pipe.read("stages", n, IntRange{1, 1 << 20});
+    s.pipeline_stages = int(n);
+  }
+  for (const auto& item : pipe.object().items()) pipe.mark_known(item.key());
+  if (pipe.present() && !pipe.object().empty()) {
+    Json rest = pipe.object();
+    rest.erase("stages");
+    const bool off = rest.contains("enabled") && rest["enabled"] == false;
+    if (!rest.empty() && !off) warn_unsupported(top.ctx(), "pipeline", "the pipeline engine: only pipeline.stages is read");
+  }
+  pipe.finish();
+  return s;
+}
+
+}  // namespace
+
 void parse_batch(SectionReader& top, int world_size, Config& cfg) {
   static constexpr const char* kKeys[3] = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                            "gradient_accumulation_steps"};
+  cfg.parallel_sizes = read_parallel_sizes(top);
+  const DataParallelWorld dp = resolve_data_parallel_world(world_size, cfg.parallel_sizes);
   std::optional<int64_t> given[3];
   for (int i = 0; i < 3; ++i) {
     // Beyond int64 (1e19, 2^64 - 1) is above the batch limit too: say that, not "expected an integer".
@@ -25,7 +77,7 @@ void parse_batch(SectionReader& top, int world_size, Config& cfg) {
   }
   BatchTriple b;
   try {
-    b = resolve_batch_triple(given[0], given[1], given[2], world_size);
+    b = resolve_batch_triple(given[0], given[1], given[2], dp);
   } catch (const ConfigError& e) {
     // "auto" batch keys are Hugging Face's Trainer's to fill (from per_device_train_batch_size and
     // gradient_accumulation_steps); without it only the ones derivable from the others resolve.
@@ -42,6 +94,7 @@ void parse_batch(SectionReader& top, int world_size, Config& cfg) {
   cfg.train_micro_batch_size_per_gpu = b.train_micro_batch_size_per_gpu;
   cfg.gradient_accumulation_steps = b.gradient_accumulation_steps;
   cfg.world_size = world_size;
+  cfg.data_parallel_size = dp.size;
   const int64_t resolved[3] = {b.train_batch_size, b.train_micro_batch_size_per_gpu, b.gradient_accumulation_steps};
   for (int i = 0; i < 3; ++i) {
     const Source src = top.source_of(kKeys[i]);
@@ -88,9 +141,9 @@ void parse_unsupported(SectionReader& top) {
   // off ({"enabled": false}, false, null or {}) → one warning each.
   static constexpr const char* kUnsupported[] = {
       "autotuning", "comms_logger", "compile", "compression_training", "curriculum_learning",
-      "data_efficiency", "eigenvalue", "elasticity", "hybrid_engine", "nebula", "pipeline",
+      "data_efficiency", "eigenvalue", "elasticity", "hybrid_engine", "nebula",
       "progressive_layer_drop", "quantize_training", "seq_parallel_communication_data_type",
-      "sequence_parallel_size", "sparse_attention", "tensor_parallel", "timers", "torch_autocast",
+      "sparse_attention", "timers", "torch_autocast",
       "trackio", "use_data_before_expert_parallelism", "weight_quantization"};
   for (const char* key : kUnsupported) {
     const Json* v = top.take(key);

@@ -185,14 +185,18 @@ void parse_zero(SectionReader& top, Config& cfg) {
   warn_if_set(z, "allgather_sequential", c.allgather_sequential);
 
   // Rules DeepSpeed enforces (or silently gets wrong) about this section alone.
+  // Keys DeepSpeed accepts and ignores: one warning each, and the run goes on as DeepSpeed's would.
   if (c.legacy_stage1) {
-    throw ConfigError(z.key_path("legacy_stage1"),
-                      "true is not supported: the legacy ZeRO stage 1 was removed from DeepSpeed; remove the key");
+    z.ctx().warn(z.key_path("legacy_stage1") + ": true is ignored: the legacy ZeRO stage 1 was removed from "
+                                               "DeepSpeed, which still accepts the key and ignores it; remove it");
   }
   const std::string stage = std::to_string(c.stage);
   if (c.offload_param_enabled() && c.stage != 3) {
-    throw ConfigError(z.key_path("offload_param"), "parameter offload requires ZeRO stage 3, but stage is " + stage +
-                                                       " (DeepSpeed silently ignores it); set \"stage\": 3 or remove it");
+    z.ctx().warn(z.key_path("offload_param") + ": device \"" +
+                 (c.offload_param.device == OffloadDevice::Nvme ? "nvme" : "cpu") +
+                 "\" is ignored at stage " + stage +
+                 ": parameter offload is for ZeRO stage 3 only, and DeepSpeed ignores it below; parameters stay on "
+                 "the device (set \"stage\": 3 to offload them, or remove offload_param)");
   }
   if (c.offload_optimizer_enabled() && c.stage == 0) {
     throw ConfigError(z.key_path("offload_optimizer"),

@@ -44,7 +44,9 @@ struct Fp16Config {
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;   // add lp grads into the fp32 buffer from backward hooks
-  bool check_overflow = false;          // newer DeepSpeed: parsed, not supported here
+  // Skip a step whose gradients are not finite (DeepSpeed 0.19: default true, PR #8035; the old
+  // name check_overflow is read as a deprecated alias). deepspeed.cpp's nan_guard does the skipping.
+  bool check_grad_overflow = true;
   bool bf16_master_weights_and_grads = false;  // newer DeepSpeed: parsed, not supported here
   bool bf16_optimizer_states = false;          // newer DeepSpeed: parsed, not supported here
 };

@@ -16,6 +16,8 @@ std::string render_config_report(const Config& cfg) {
   size_t width = 0;
   for (const auto& v : cfg.resolved) width = std::max(width, v.path.size());
   std::string out = "DeepSpeed config " + cfg.origin + " (world size " + std::to_string(cfg.world_size) + "):\n";
+  out += "semantics: " + std::string(kDeepSpeedSemantics) + " (keys, defaults and batch arithmetic; "
+         "docs/config-defaults.md)\n";
   for (const auto& v : cfg.resolved) {
     out += "  " + v.path + " " + std::string(width + 3 - v.path.size(), '.') + " " + v.value + "  (" +
            to_string(v.source) + ")\n";
@@ -30,7 +32,7 @@ std::string render_config_report_json(const Config& cfg) {
   for (const auto& v : cfg.resolved) {
     config[v.path] = {{"value", nlohmann::json::parse(v.value)}, {"source", to_string(v.source)}};
   }
-  nlohmann::json out = {{"config", config}, {"warnings", cfg.warnings}};
+  nlohmann::json out = {{"semantics", kDeepSpeedSemantics}, {"config", config}, {"warnings", cfg.warnings}};
   return out.dump(2);
 }
 

@@ -67,7 +67,7 @@ struct ZeroConfig {
   bool allgather_sequential = false;
   // Stages 1/2
   bool ignore_unused_parameters = true;
-  bool legacy_stage1 = false;          // true is rejected (removed from DeepSpeed)
+  bool legacy_stage1 = false;          // true warns and is ignored (removed from DeepSpeed, which ignores it)
   bool round_robin_gradients = false;
   // ZeRO++ / MiCS (parsed; non-default values warn as unsupported)
   int64_t zero_hpz_partition_size = 1;

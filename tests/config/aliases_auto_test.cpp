@@ -106,7 +106,7 @@ TEST(Auto, OtherKeysTakeTheirDefault) {
       "loss_scale_window": "auto"}, "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto",
       "weight_decay": 0.1}}, "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
       "stage3_prefetch_bucket_size": "auto", "overlap_comm": "auto"}, "steps_per_print": "auto")"));
-  EXPECT_EQ(c.gradient_clipping, 0.0);
+  EXPECT_EQ(c.gradient_clipping, 1.0);
   EXPECT_FALSE(c.fp16.enabled);
   EXPECT_FALSE(c.fp16.dynamic_args_given);  // an "auto" scaler key was not given
   EXPECT_DOUBLE_EQ(c.optimizer->params.lr, 1e-3);
@@ -127,7 +127,7 @@ TEST(Auto, OtherKeysTakeTheirDefault) {
   // One warning names each defaulted "auto" with its value (overlap_comm is derived: not listed).
   ASSERT_EQ(c.warnings.size(), 1u);
   const std::string& w = c.warnings.front();
-  for (const char* item : {"gradient_clipping = 0.0", "fp16.enabled = false", "fp16.loss_scale_window = 1000",
+  for (const char* item : {"gradient_clipping = 1.0", "fp16.enabled = false", "fp16.loss_scale_window = 1000",
                            "optimizer.params.lr = 0.001", "optimizer.params.betas = [0.9,0.999]",
                            "zero_optimization.reduce_bucket_size = 500000000",
                            "zero_optimization.prefetch_bucket_size = 50000000", "steps_per_print = null"}) {
@@ -181,7 +181,7 @@ TEST(Auto, HuggingFaceTemplateWarnsOnceWithTheValuesUsed) {
   const std::string& w = c.warnings.front();
   for (const char* item : {"fp16.enabled = false", "optimizer.params.lr = 0.001", "optimizer.params.eps = 1e-08",
                            "optimizer.params.weight_decay = 0.0", "scheduler.params.warmup_num_steps = 1000",
-                           "gradient_clipping = 0.0", "zero_optimization.reduce_bucket_size = 500000000"}) {
+                           "gradient_clipping = 1.0", "zero_optimization.reduce_bucket_size = 500000000"}) {
     EXPECT_NE(w.find(item), std::string::npos) << item << " not in: " << w;
   }
   for (const char* quiet : {"train_batch_size", "gradient_accumulation_steps", "warmup_max_lr", "warmup_min_lr"}) {

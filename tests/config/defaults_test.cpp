@@ -18,7 +18,7 @@ TEST_F(Defaults, TopLevelScalars) {
   EXPECT_EQ(c.train_micro_batch_size_per_gpu, 8);
   EXPECT_EQ(c.gradient_accumulation_steps, 1);
   EXPECT_FALSE(c.steps_per_print.has_value());  // code default None (docs say 10)
-  EXPECT_EQ(c.gradient_clipping, 0.0);
+  EXPECT_EQ(c.gradient_clipping, 1.0);  // DeepSpeed 0.19 (PR #8068); 0.0 through 0.18
   EXPECT_FALSE(c.prescale_gradients);
   EXPECT_EQ(c.gradient_predivide_factor, 1.0);
   EXPECT_FALSE(c.communication_data_type.has_value());

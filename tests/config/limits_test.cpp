@@ -98,7 +98,8 @@ TEST(Limits, BatchSizesAreBounded) {
   // Huge negative values get DeepSpeed's message, without overflow on the way.
   EXPECT_EQ(test::load_error(R"({"train_micro_batch_size_per_gpu": -9223372036854775807,
                                  "gradient_accumulation_steps": -9223372036854775807})"),
-            "Micro batch size per gpu: -9223372036854775807 has to be greater than 0");
+            "Micro batch size per gpu: -9223372036854775807 has to be greater than 0 "
+            "(train_micro_batch_size_per_gpu as given)");
 }
 
 TEST(Limits, InitialScalePowerMustGiveAFiniteFp32) {

@@ -4,7 +4,7 @@
 Seeds: every examples/configs/*.json (valid_example_*), the issue-22 reproductions (deep nesting,
 1e400, INT64_MAX batch, initial_scale_power 1000, loss_scale 1e39, the all-"auto" template, the
 NVMe example with too few swap buffers) and malformed inputs (duplicate keys, trailing garbage, bad
-UTF-8, an unterminated comment). valid_* must load at world size 1, bad_* must be rejected
+UTF-8, an unterminated comment) and the hjson extras (trailing commas, # comments). valid_* must load at world size 1, bad_* must be rejected
 (fuzz_config_replay checks both); crash-* files are inputs libFuzzer found, kept as regressions.
 Run from anywhere: python3 tests/config/make_fuzz_corpus.py
 """
@@ -63,6 +63,15 @@ SEEDS = {
     "bad_partial_offload.json": '{"train_batch_size": 2, "optimizer": {"type": "Adam"}, "zero_optimization": '
                                 '{"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}',
     "bad_schedule_without_optimizer.json": '{"train_batch_size": 2, "scheduler": {"type": "WarmupLR"}}',
+    "valid_hjson_extras.json": '# hjson, as DeepSpeed reads configs\n{"train_batch_size": 1, # note\n'
+                               ' "optimizer": {"type": "Adam", "params": {"betas": [0.9, 0.99,],},}, "s": "#x",}\n',
+    "bad_hjson_double_comma.json": '{"train_batch_size": 1, "x": [1,,]}',
+    "bad_hjson_leading_comma.json": '{,"train_batch_size": 1}',
+    "bad_sequence_parallel_not_dividing.json": '{"train_batch_size": 4, "sequence_parallel_size": 3}',
+    "valid_offload_param_below_stage3.json": '{"train_batch_size": 1, "zero_optimization": {"stage": 2, '
+                                             '"offload_param": {"device": "cpu"}, "legacy_stage1": true}}',
+    "bad_warmup_num_steps_0.json": '{"train_batch_size": 1, "optimizer": {"type": "Adam"}, "scheduler": '
+                                   '{"type": "WarmupLR", "params": {"warmup_num_steps": 0}}}',
     "valid_every_section.json": '{"train_batch_size": 8, "gradient_accumulation_steps": 2, "steps_per_print": 5, '
         '"gradient_clipping": 1.0, "communication_data_type": "FP32", "bf16": {"enabled": true}, '
         '"data_types": {"grad_accum_dtype": "fp32"}, "optimizer": {"type": "Lion", "params": {"lr": 1e-4, '
@@ -85,6 +94,9 @@ DICT = """# libFuzzer dictionary for fuzz_config: DeepSpeed's keys and values, a
 "0.0"
 "1e30"
 "//"
+"#"
+",}"
+",]"
 "/*"
 "*/"
 "{}"

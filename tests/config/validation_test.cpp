@@ -78,9 +78,15 @@ TEST(Validation, PartialOffloadNeedsStage3) {
   }
 }
 
-TEST(Validation, OffloadParamNeedsStage3) {
-  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}})"),
-                      "zero_optimization.offload_param: parameter offload requires ZeRO stage 3, but stage is 2");
+// DeepSpeed ignores offload_param below stage 3: one warning, and the config loads.
+TEST(Validation, OffloadParamBelowStage3WarnsOnceAndIsIgnored) {
+  const Config c = test::load(with_batch(R"("zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}})"));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings.front(),
+            "zero_optimization.offload_param: device \"cpu\" is ignored at stage 2: parameter offload is for ZeRO "
+            "stage 3 only, and DeepSpeed ignores it below; parameters stay on the device (set \"stage\": 3 to "
+            "offload them, or remove offload_param)");
+  EXPECT_EQ(c.zero_optimization.stage, 2);
   // device "none" is the absent offload: fine at any stage.
   EXPECT_NO_THROW(test::load(with_batch(R"("zero_optimization": {"stage": 1, "offload_param": {"device": "none"}})")));
   EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"offload_optimizer": {"device": "cpu"}})"),
@@ -129,9 +135,12 @@ TEST(Validation, Fp16MasterWeightsNeedStage2) {
                NotSupported);
 }
 
-TEST(Validation, LegacyStage1IsRejected) {
-  EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 1, "legacy_stage1": true})"),
-                      "zero_optimization.legacy_stage1: true is not supported");
+// DeepSpeed still accepts legacy_stage1 and ignores it.
+TEST(Validation, LegacyStage1WarnsAndIsIgnored) {
+  const Config c = test::load(with_batch(R"("zero_optimization": {"stage": 1, "legacy_stage1": true})"));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings.front(), "zero_optimization.legacy_stage1: true is ignored: the legacy ZeRO stage 1 was "
+                                "removed from DeepSpeed, which still accepts the key and ignores it; remove it");
 }
 
 TEST(Validation, UnknownKeyInStrictSectionsIsAnError) {
@@ -158,10 +167,11 @@ TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
 }
 
 TEST(Validation, UnsupportedSectionsWarnByName) {
-  const Config c = test::load(with_batch(R"("pipeline": {"stages": 2}, "elasticity": {"enabled": true},
+  const Config c = test::load(with_batch(R"("pipeline": {"partition": "uniform"}, "elasticity": {"enabled": true},
       "sparse_attention": {"mode": "fixed"}, "comms_logger": {"enabled": false}, "autotuning": {},
       "hybrid_engine": false, "zero_optimization": {"stage": 3, "zero_quantized_weights": true})"));
-  EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored"));
+  EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored (the "
+                                   "pipeline engine: only pipeline.stages is read)"));
   EXPECT_TRUE(test::has_warning(c, "elasticity is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "sparse_attention is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_weights is parsed but not supported"));

@@ -211,7 +211,7 @@ TEST(FaultAutoValues, HuggingFaceTemplateSaysWhatEachAutoBecame) {
   EXPECT_TRUE(has(r, "warnings: 1\n  \"auto\" values are filled in by Hugging Face's Trainer")) << r.output;
   for (const char* item : {"fp16.enabled = false", "optimizer.params.lr = 0.001", "optimizer.params.betas = [0.9,0.999]",
                            "optimizer.params.eps = 1e-08", "optimizer.params.weight_decay = 0.0",
-                           "scheduler.params.warmup_num_steps = 1000", "gradient_clipping = 0.0",
+                           "scheduler.params.warmup_num_steps = 1000", "gradient_clipping = 1.0",
                            "zero_optimization.reduce_bucket_size = 500000000",
                            "Set each to the value you want to silence this warning"}) {
     EXPECT_TRUE(has(r, item)) << item << "\n" << r.output;
