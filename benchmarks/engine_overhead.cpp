@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
                               torch::optim::AdamWOptions(1e-4).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
   torch::manual_seed(0);
   auto engine = ds::initialize(ds::models::GPT2(mc), nlohmann::json::parse(fmt::format(R"({{
-      "train_micro_batch_size_per_gpu": {},
+      "train_micro_batch_size_per_gpu": {}, "gradient_clipping": 0.0,
       "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-4, "weight_decay": 0.01}}}}}})", batch)));
 
   std::vector<double> ours, ref;

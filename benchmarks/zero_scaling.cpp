@@ -55,7 +55,7 @@ Result run_stage(const Options& o, int stage) {
   torch::manual_seed(1234);
   auto model = ds::models::GPT2(model_config(o));
   auto engine = ds::initialize(model, nlohmann::json::parse(fmt::format(R"({{
-      "train_micro_batch_size_per_gpu": {}, "bf16": {{"enabled": true}},
+      "train_micro_batch_size_per_gpu": {}, "gradient_clipping": 0.0, "bf16": {{"enabled": true}},
       "data_types": {{"grad_accum_dtype": "bf16"}}, "optimizer": {{"type": "Adam", "params": {{"lr": 1e-4}}}},
       "zero_optimization": {{"stage": {}}} }})", o.micro, stage)));
   auto batch = [&](int s) {
