@@ -15,6 +15,7 @@
 
 #include "cli_checks.h"
 #include "config/loader.h"
+#include "config/zero_plan.h"
 #include "models/gpt2_config.h"
 #include "runtime/dtype_policy.h"
 #include "util/error.h"
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
     if (bf16) base += ", \"bf16\": {\"enabled\": true}";
     if (fp16) base += ", \"fp16\": {\"enabled\": true}";
     if (stages.empty()) {
-      if (!config_path.empty()) stages.push_back(ds::load_config_file(config_path, 1).zero_optimization.stage);
+      if (!config_path.empty()) stages.push_back(ds::zero::resolve_zero_plan(ds::load_config_file(config_path, 1)).stage);
       else stages = {0, 1, 2, 3};
     }
     std::printf("model states per rank: %.3fB parameters%s\n", double(psi) / 1e9,

@@ -19,6 +19,7 @@
 #include "config/loader.h"
 #include "config/report.h"
 #include "config/support.h"
+#include "config/zero_plan.h"
 #include "optim/simd_path.h"
 #include "util/error.h"
 #include "report_features.h"
@@ -122,8 +123,16 @@ int main(int argc, char** argv) {
     }
     auto cfg = ds::load_config_file(config_path, world_size);
     ds::check_device_support(cfg, torch::cuda::is_available());  // what this machine's engine would refuse
-    std::printf("%s", json ? (ds::render_config_report_json(cfg) + "\n").c_str()
-                           : ds::render_config_report(cfg).c_str());
+    // The plan the engine builder will follow (config/zero_plan.h), after the resolved values.
+    const auto plan = ds::zero::resolve_zero_plan(cfg).describe();
+    if (json) {
+      auto doc = nlohmann::json::parse(ds::render_config_report_json(cfg));
+      doc["zero_plan"] = plan;
+      std::printf("%s\n", doc.dump(2).c_str());
+      return 0;
+    }
+    std::printf("%s\nZeRO plan:\n", ds::render_config_report(cfg).c_str());
+    for (const auto& line : plan) std::printf("  %s\n", line.c_str());
     return 0;
   } catch (const ds::Error& e) {
     std::fprintf(stderr, "ds-report: error: %s\n", e.what());
