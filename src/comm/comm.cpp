@@ -54,8 +54,8 @@ std::unique_ptr<Communicator> make_communicator(Backend backend, const MpiOption
       return std::make_unique<NcclCommunicator>(NcclOptions{});
 #else
       throw NotSupported(
-          "comm backend \"nccl\" needs a CUDA build (configure with -DDS_WITH_CUDA=ON and NCCL "
-          "installed); this build has the \"single\" and \"mpi\" backends");
+          "comm backend \"nccl\" needs a GPU build (configure with -DDS_WITH_NCCL=ON, or -DDS_WITH_CUDA=ON, with "
+          "the CUDA toolkit and NCCL installed); this build has the \"single\" and \"mpi\" backends");
 #endif
     case Backend::Single:
     case Backend::Auto:

@@ -24,7 +24,7 @@ bool launched_by_mpi();
 Backend resolve_backend(Backend requested);
 
 // Builds the communicator for `backend` (resolved as above). Mpi works at world size 1 too.
-// Nccl throws ds::NotSupported unless built with DS_WITH_CUDA.
+// Nccl throws ds::NotSupported unless built with DS_WITH_NCCL (docs/gpu.md).
 std::unique_ptr<Communicator> make_communicator(Backend backend = Backend::Auto,
                                                 const MpiOptions& mpi_options = {});
 

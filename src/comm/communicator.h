@@ -1,6 +1,6 @@
 // ds::comm::Communicator: the collectives ZeRO and the engine need, over contiguous raw buffers
 // (comm/types.h), with blocking and async (Work-returning) forms. Backends: SingleCommunicator
-// (world 1), MpiCommunicator (Open MPI), NcclCommunicator (CUDA builds, DS_WITH_CUDA). The public
+// (world 1), MpiCommunicator (Open MPI), NcclCommunicator (DS_WITH_NCCL builds). The public
 // calls validate their arguments (throwing ds::CommError that names the sizes), record the
 // collective in the CollectiveLog, and hand it to the backend.
 //

@@ -1,5 +1,5 @@
-// NCCL backend (see nccl_communicator.h). Compiled only with DS_WITH_CUDA; not built or run in the
-// CPU-only environment this layer was developed in.
+// NCCL backend (see nccl_communicator.h). Compiled only with DS_WITH_NCCL; compiled and linked in
+// CI where the CUDA toolkit is installed, not yet run on a GPU (docs/gpu.md).
 #include "comm/nccl_communicator.h"
 
 #include <cuda_runtime.h>

@@ -1,12 +1,13 @@
-// NcclCommunicator: collectives between GPUs over NCCL (CUDA builds only: DS_WITH_CUDA=ON defines
-// DS_WITH_NCCL and compiles nccl_communicator.cpp). Buffers are device pointers. Ranks are the
+// NcclCommunicator: collectives between GPUs over NCCL (only with -DDS_WITH_NCCL=ON, or DS_WITH_CUDA:
+// the CUDA toolkit and NCCL, no CUDA LibTorch needed). Buffers are device pointers. Ranks are the
 // mpirun ranks: an MpiCommunicator bootstraps the ncclUniqueId (rank 0 creates it, broadcast) and
 // stays alive for rank/size. Each collective is enqueued on the communicator's CUDA stream in issue
 // order; its Work completes when a CUDA event recorded after it has fired (a worker thread waits on
 // the events in order). bf16 and fp16 are NCCL's own types (ncclBfloat16 / ncclFloat16).
 //
-// Status: written against the NCCL 2.x API but NOT compiled or run in the CPU-only development
-// environment (no CUDA toolkit or NCCL there); the CPU build never includes it.
+// Status (docs/gpu.md): compiled and linked against CUDA 13 / NCCL 2 by the gpu_nccl_build ctest
+// wherever the toolkit is installed, but NOT yet run on a GPU; tests/gpu/nccl_smoke.cpp --run is the
+// first check to run on one. split() is not implemented for NCCL yet (NotSupported).
 #pragma once
 
 #include <memory>
