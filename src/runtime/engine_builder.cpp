@@ -66,9 +66,10 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   const Config& c = *p.config;
   std::shared_ptr<comm::Communicator> world = o.comm;
   if (!world && !o.topology) world = comm::make_communicator(comm::Backend::Auto);
-  // Every size 1 until config/ reads tensor_parallel.autotp_size, sequence_parallel_size and the
-  // pipeline's stages: then the data-parallel group is the world, as before.
-  p.topology = o.topology ? o.topology : std::make_shared<parallel::Topology>(world, parallel::TopologySizes{});
+  const ParallelSizes& n = c.parallel_sizes;  // all 1 (config/ refuses more until their components land)
+  p.topology = o.topology ? o.topology
+                          : std::make_shared<parallel::Topology>(
+                                world, parallel::TopologySizes{n.pipeline_stages, n.autotp_size, n.sequence_parallel_size});
   log::set_rank(p.topology->rank());
   parallel::check_batch_world(c.world_size, p.topology->world_size());
   check_output_paths(c, p.topology->world());  // monitor folders, profiler file: writable, or fail now
