@@ -17,10 +17,11 @@ namespace {
 
 using test::dp;
 
-// Six parameters; with 5-element buckets, packed in reverse model order, a bucket closing when the
-// next parameter would overflow it and an 8-element parameter alone in its own:
+// Six parameters; with 5-element buckets, packed in reverse model order, a bucket closing only when
+// the next parameter would overflow it (bucket 0 is filled exactly) and an 8-element parameter
+// alone in its own:
 //   bucket 0: p5 @0, p4 @2   bucket 1: p3 @0   bucket 2: p2 @0, p1 @1   bucket 3: p0 @0
-const std::vector<int64_t> kSizes = {2, 3, 1, 8, 2, 2};
+const std::vector<int64_t> kSizes = {2, 3, 1, 8, 3, 2};
 constexpr int64_t kBucketNumel = 5;
 const std::vector<std::vector<std::pair<size_t, int64_t>>> kLayout = {
     {{5, 0}, {4, 2}}, {{3, 0}}, {{2, 0}, {1, 1}}, {{0, 0}}};
@@ -97,7 +98,7 @@ TEST(GradientBuckets, PacksParametersInReverseOrderUpToTheBucketSize) {
   EXPECT_EQ(buckets.live_numel_bound(), 8);  // without overlap one bucket is live: the largest
   GradientBuckets overlapped(params, kBucketNumel, torch::kFloat32, torch::kFloat32, true, rec.fn());
   EXPECT_EQ(overlapped.max_live_buckets(), 3u);
-  EXPECT_EQ(overlapped.live_numel_bound(), 8 + 4 + 4);  // the three largest: 8, 4 and 4 (p2+p1 is 4 too)
+  EXPECT_EQ(overlapped.live_numel_bound(), 8 + 5 + 4);  // the three largest buckets: 8, 5 and 4
   EXPECT_TRUE(rec.events.empty());
 }
 
