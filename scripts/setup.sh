@@ -23,6 +23,9 @@ PACKAGES=(
   liburing-dev                        # async direct I/O (NVMe offload)
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libicu-dev                          # tokenizers: Unicode categories for the pre-tokenizer, NFC
+  libsentencepiece-dev sentencepiece  # SentencePiece models (Llama-2, Mistral); spm_train/spm_encode in tests
+  nodejs                              # test-only references from npm (tests/data/npm_setup.sh)
 )
 
 missing=()
