@@ -83,6 +83,12 @@ void parse_data_types(SectionReader& top, DataTypesConfig& c) {
   };
   read_dtype("grad_accum_dtype", c.grad_accum_dtype);
   read_dtype("compute_dtype", c.compute_dtype);
+  // DeepSpeed 0.19's FSDP-style casts (null: the training dtype / the loaded dtype): not done here.
+  for (const char* key : {"param_dtype", "buffer_dtype"}) {
+    std::optional<DType> cast;
+    read_dtype(key, cast);
+    if (cast) warn_unsupported(top.ctx(), s.key_path(key), "parameters and buffers keep the training dtype");
+  }
   s.finish();
 }
 

@@ -1,5 +1,6 @@
 // Top-level keys: the batch triple, the scalars (reference §1.3), and the sections DeepSpeed knows
 // that deepspeed.cpp does not implement (each warned about by name, never silently dropped).
+#include <cctype>
 #include <cmath>
 
 #include "config/parse_sections.h"
@@ -103,6 +104,39 @@ void parse_batch(SectionReader& top, int world_size, Config& cfg) {
   }
 }
 
+namespace {
+
+// Top-level keys DeepSpeed 0.19 added (constants.py). Their defaults are what deepspeed.cpp does;
+// other values are named: refused where they would change the numbers, warned where they would not.
+void parse_newer_scalars(SectionReader& top) {
+  bool managed = true;  // false: the client owns the accumulation boundary, each step() updates
+  if (top.read("managed_gradient_accumulation", managed) && !managed)
+    warn_unsupported(top.ctx(), "managed_gradient_accumulation",
+                     "false: the engine always owns the boundary, an update every gradient_accumulation_steps "
+                     "micro-batches");
+  // DeepSpeed lower-cases it and accepts "mean" (the default) or "sum".
+  if (const Json* op = top.take("gradient_allreduce_op"); op != nullptr) {
+    std::string v = op->is_string() ? op->get<std::string>() : show(*op);
+    for (char& ch : v) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    if (v != "mean" && v != "sum")
+      throw ConfigError("gradient_allreduce_op", "Invalid gradient_allreduce_op. Supported operations: ['mean', "
+                                                 "'sum']. Got: " + show(*op));
+    if (v == "sum")
+      throw NotSupported("gradient_allreduce_op: \"sum\" is not implemented by deepspeed.cpp, which averages "
+                         "gradients over the data-parallel ranks; use \"mean\" (the default)");
+    top.ctx().record("gradient_allreduce_op", "mean", Source::File);
+  } else {
+    top.ctx().record("gradient_allreduce_op", "mean", top.source_of("gradient_allreduce_op"));
+  }
+  bool disable_gc = false;  // Python's cyclic GC: there is none here
+  top.read("disable_python_gc", disable_gc);
+  std::optional<std::string> log_level;
+  if (top.read("log_level", log_level) && log_level)
+    warn_unsupported(top.ctx(), "log_level", "deepspeed.cpp's log level is not set from the config");
+}
+
+}  // namespace
+
 void parse_top_scalars(SectionReader& top, Config& cfg) {
   top.read("steps_per_print", cfg.steps_per_print, kPositive);
   top.read("gradient_clipping", cfg.gradient_clipping, kNonNegativeReal);
@@ -134,6 +168,7 @@ void parse_top_scalars(SectionReader& top, Config& cfg) {
     cfg.communication_data_type = t;
   }
   top.mark_known("allgather_size");  // read by parse_zero for the legacy boolean form only
+  parse_newer_scalars(top);
 }
 
 void parse_unsupported(SectionReader& top) {
@@ -141,7 +176,7 @@ void parse_unsupported(SectionReader& top) {
   // off ({"enabled": false}, false, null or {}) → one warning each.
   static constexpr const char* kUnsupported[] = {
       "autotuning", "comms_logger", "compile", "compression_training", "curriculum_learning",
-      "data_efficiency", "eigenvalue", "elasticity", "hybrid_engine", "nebula",
+      "data_efficiency", "datastates", "eigenvalue", "elasticity", "expert_parallel", "hybrid_engine", "nebula",
       "progressive_layer_drop", "quantize_training", "seq_parallel_communication_data_type",
       "sparse_attention", "timers", "torch_autocast",
       "trackio", "use_data_before_expert_parallelism", "weight_quantization"};

@@ -85,6 +85,35 @@ TEST(Parity, OffloadPinMemoryStaysFalse) {
   EXPECT_FALSE(c.zero_optimization.offload_optimizer.pin_memory);
 }
 
+// Keys DeepSpeed 0.19 added: known by name (not "unknown key"), their defaults are ours.
+TEST(Parity, NewerTopLevelKeysAreKnown) {
+  const Config c = test::load(with_batch(R"("managed_gradient_accumulation": true, "gradient_allreduce_op": "MEAN",
+      "disable_python_gc": true, "data_types": {"param_dtype": null, "buffer_dtype": null})"));
+  EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+  EXPECT_EQ(test::value_of(c, "gradient_allreduce_op"), "\"mean\"");
+  const Config w = test::load(with_batch(R"("managed_gradient_accumulation": false, "log_level": "debug",
+      "expert_parallel": {"enabled": true}, "data_types": {"param_dtype": "bf16"})"));
+  ASSERT_EQ(w.warnings.size(), 4u);
+  EXPECT_EQ(w.warnings[0], "managed_gradient_accumulation is parsed but not supported by deepspeed.cpp yet; ignored "
+                           "(false: the engine always owns the boundary, an update every gradient_accumulation_steps "
+                           "micro-batches)");
+  EXPECT_EQ(w.warnings[1], "log_level is parsed but not supported by deepspeed.cpp yet; ignored (deepspeed.cpp's log "
+                           "level is not set from the config)");
+  EXPECT_EQ(w.warnings[2], "data_types.param_dtype is parsed but not supported by deepspeed.cpp yet; ignored "
+                           "(parameters and buffers keep the training dtype)");
+  EXPECT_EQ(w.warnings[3], "expert_parallel is parsed but not supported by deepspeed.cpp yet; ignored");
+  EXPECT_EQ(test::load_error(with_batch(R"("gradient_allreduce_op": "max")")),
+            "gradient_allreduce_op: Invalid gradient_allreduce_op. Supported operations: ['mean', 'sum']. Got: "
+            "\"max\"");
+  try {
+    test::load(with_batch(R"("gradient_allreduce_op": "sum")"));
+    FAIL() << "expected NotSupported";
+  } catch (const NotSupported& e) {
+    EXPECT_EQ(std::string(e.what()), "gradient_allreduce_op: \"sum\" is not implemented by deepspeed.cpp, which "
+                                     "averages gradients over the data-parallel ranks; use \"mean\" (the default)");
+  }
+}
+
 // --- the data-parallel world the triple is resolved for ---
 
 TEST(Parity, SequenceParallelSizeDividesTheWorldBeforeTheTriple) {

@@ -66,7 +66,7 @@ struct Quad : torch::nn::Module {
 
 TEST(EnginePrecision, InfGradientSkipsTheStepAndHalvesTheScale) {
   auto model = std::make_shared<Quad>();
-  auto engine = initialize(model, load_config_text(R"({"train_batch_size": 1,
+  auto engine = initialize(model, load_config_text(R"({"train_batch_size": 1, "gradient_clipping": 0.0,
       "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
       "fp16": {"enabled": true, "initial_scale_power": 8, "loss_scale_window": 1000}})", 1));
   EXPECT_EQ(engine.dtypes().model, torch::kFloat16);
