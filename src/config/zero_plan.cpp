@@ -40,11 +40,8 @@ ZeroPlan resolve_zero_plan(const Config& c) {
     p.optimizer = placement_of(z.offload_optimizer.device);
     if (p.offloaded()) p.gradients = Placement::Cpu;
   }
+  // Below stage 3 offload_param is ignored, as in DeepSpeed; the loader warns once (parse_zero.cpp).
   if (p.stage == 3) p.params = placement_of(z.offload_param.device);
-  else if (z.offload_param_enabled())
-    p.notes.push_back(fmt::format("zero_optimization.offload_param is for stage 3 only; at stage {} parameters stay "
-                                  "on the device (DeepSpeed ignores the key here too)",
-                                  p.stage));
   if (p.optimizer == Placement::Nvme && p.stage < 3)
     p.notes.push_back(fmt::format("zero_optimization.offload_optimizer.device \"nvme\" at stage {}: the master weights "
                                   "and optimizer state are swapped to files under nvme_path (DeepSpeed keeps them in "
