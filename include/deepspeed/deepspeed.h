@@ -13,13 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
-#include "config/config.h"
-#include "config/loader.h"
-#include "runtime/engine.h"
-#include "runtime/param_groups.h"
-#include "runtime/world.h"
-#include "util/stop_signal.h"  // ds::install_stop_signal_handlers(): SIGTERM/SIGINT stop at a boundary
+// What a user calls, and what a user's own model needs (nothing else is part of the API):
+#include "comm/comm.h"                 // ds::comm::Communicator (engine.communicator()), make_communicator
+#include "config/config.h"             // ds::Config
+#include "config/loader.h"             // load_config_file / load_config_text
+#include "nn/layer_list.h"             // ds::nn::LayerList: expose `LayerList& layers()` for ZeRO-3 to walk
+#include "parallel/topology.h"         // ds::parallel::Topology: the process grid and its per-axis groups
+#include "runtime/engine.h"            // ds::Engine / ModelEngine<M>: forward, backward, step, checkpoints
+#include "runtime/param_groups.h"      // ds::ParamGroup and groups by parameter name
+#include "runtime/world.h"             // rank / local rank as the launcher set them
+#include "util/stop_signal.h"          // ds::install_stop_signal_handlers(): SIGTERM/SIGINT stop at a boundary
+#include "zero/gathered_parameters.h"  // ds::zero::GatheredParameters: full parameters in a custom forward
 
 namespace ds {
 
