@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "aio/nvme_path.h"
 #include "cli_checks.h"
+#include "comm/comm.h"
 #include "config/loader.h"
 #include "config/report.h"
 #include "config/support.h"
@@ -23,6 +25,7 @@
 #include "optim/simd_path.h"
 #include "util/error.h"
 #include "report_features.h"
+#include "runtime/output_paths.h"
 #include "util/system_info.h"
 
 namespace {
@@ -104,6 +107,21 @@ void print_environment(bool json) {
   for (const auto& [k, v] : rows) std::printf("%s%s\n", dots(k, 40).c_str(), v.c_str());
 }
 
+// The engine's refusals that depend on this machine rather than on the model: the device, the
+// monitor and profiler output paths, the NVMe swap folders (existence and writability; free space
+// needs the model's size and is checked by the engine).
+void check_machine(const ds::Config& cfg) {
+  ds::check_device_support(cfg, torch::cuda::is_available());
+  const auto one = ds::comm::make_communicator(ds::comm::Backend::Single);
+  ds::check_output_paths(cfg, *one);
+  const auto plan = ds::zero::resolve_zero_plan(cfg);
+  const auto& z = cfg.zero_optimization;
+  if (plan.params == ds::zero::Placement::Nvme)
+    ds::aio::validate_nvme_path(*z.offload_param.nvme_path, "zero_optimization.offload_param.nvme_path");
+  if (plan.optimizer == ds::zero::Placement::Nvme)
+    ds::aio::validate_nvme_path(*z.offload_optimizer.nvme_path, "zero_optimization.offload_optimizer.nvme_path");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,7 +140,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto cfg = ds::load_config_file(config_path, world_size);
-    ds::check_device_support(cfg, torch::cuda::is_available());  // what this machine's engine would refuse
+    check_machine(cfg);  // what the engine would refuse on this machine, refused here first
     // The plan the engine builder will follow (config/zero_plan.h), after the resolved values.
     const auto plan = ds::zero::resolve_zero_plan(cfg).describe();
     if (json) {
