@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "format/torch_dtypes.h"
 #include "util/error.h"
 #include "util/logging.h"
 
@@ -14,35 +15,13 @@ using namespace format;  // the file formats (src/format) this layer is built on
 namespace fs = std::filesystem;
 
 StDtype st_dtype_of(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat64: return StDtype::F64;
-    case torch::kFloat32: return StDtype::F32;
-    case torch::kFloat16: return StDtype::F16;
-    case torch::kBFloat16: return StDtype::BF16;
-    case torch::kInt64: return StDtype::I64;
-    case torch::kInt32: return StDtype::I32;
-    case torch::kInt16: return StDtype::I16;
-    case torch::kInt8: return StDtype::I8;
-    case torch::kUInt8: return StDtype::U8;
-    case torch::kBool: return StDtype::BOOL;
-    default: throw NotSupported(fmt::format("checkpoint: tensors of dtype {} cannot be saved in safetensors", c10::toString(t)));
-  }
+  if (auto d = to_st_dtype(t)) return *d;
+  throw NotSupported(fmt::format("checkpoint: tensors of dtype {} cannot be saved in safetensors", c10::toString(t)));
 }
 
 torch::ScalarType scalar_type_of(StDtype d) {
-  switch (d) {
-    case StDtype::F64: return torch::kFloat64;
-    case StDtype::F32: return torch::kFloat32;
-    case StDtype::F16: return torch::kFloat16;
-    case StDtype::BF16: return torch::kBFloat16;
-    case StDtype::I64: return torch::kInt64;
-    case StDtype::I32: return torch::kInt32;
-    case StDtype::I16: return torch::kInt16;
-    case StDtype::I8: return torch::kInt8;
-    case StDtype::U8: return torch::kUInt8;
-    case StDtype::BOOL: return torch::kBool;
-    default: throw NotSupported(fmt::format("safetensors dtype {} has no LibTorch 1.13 equivalent", dtype_name(d)));
-  }
+  if (auto t = to_scalar_type(d)) return *t;
+  throw NotSupported(fmt::format("safetensors dtype {} has no LibTorch 1.13 equivalent", dtype_name(d)));
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/torch_dtypes.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -46,36 +47,13 @@ void write_text_atomically(const std::string& file, const std::string& text) {
 }
 
 torch::ScalarType torch_dtype_of(StDtype d, const std::string& what) {
-  switch (d) {
-    case StDtype::F64: return torch::kFloat64;
-    case StDtype::F32: return torch::kFloat32;
-    case StDtype::F16: return torch::kFloat16;
-    case StDtype::BF16: return torch::kBFloat16;
-    case StDtype::I64: return torch::kInt64;
-    case StDtype::I32: return torch::kInt32;
-    case StDtype::I16: return torch::kInt16;
-    case StDtype::I8: return torch::kInt8;
-    case StDtype::U8: return torch::kUInt8;
-    case StDtype::BOOL: return torch::kBool;
-    default:
-      throw IoError(fmt::format("{} is stored as {}, which LibTorch 1.13 cannot hold", what, format::dtype_name(d)));
-  }
+  if (auto t = format::to_scalar_type(d)) return *t;
+  throw IoError(fmt::format("{} is stored as {}, which LibTorch 1.13 cannot hold", what, format::dtype_name(d)));
 }
 
 StDtype st_dtype_of(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat64: return StDtype::F64;
-    case torch::kFloat32: return StDtype::F32;
-    case torch::kFloat16: return StDtype::F16;
-    case torch::kBFloat16: return StDtype::BF16;
-    case torch::kInt64: return StDtype::I64;
-    case torch::kInt32: return StDtype::I32;
-    case torch::kInt16: return StDtype::I16;
-    case torch::kInt8: return StDtype::I8;
-    case torch::kUInt8: return StDtype::U8;
-    case torch::kBool: return StDtype::BOOL;
-    default: throw NotSupported(std::string("no safetensors dtype for ") + c10::toString(t));
-  }
+  if (auto d = format::to_st_dtype(t)) return *d;
+  throw NotSupported(std::string("no safetensors dtype for ") + c10::toString(t));
 }
 
 HfWeights::HfWeights(const std::string& path) : source_(path) {
