@@ -96,8 +96,8 @@ TEST(Sampling, SeededRequestsReproduceWhateverShareTheBatch) {
   std::vector<int64_t> prompt = {1, 2, 3, 4, 5};
   auto alone = pipe.generate({prompt}, p)[0].tokens;
   std::mt19937_64 rng(9);
-  auto others = random_prompts(rng, {3, 17, 8});
-  others.insert(others.begin() + 1, prompt);
+  auto rest = random_prompts(rng, {3, 17, 8});
+  const std::vector<std::vector<int64_t>> others = {rest[0], prompt, rest[1], rest[2]};
   auto batched = pipe.generate(others, p)[1].tokens;
   EXPECT_EQ(alone, batched);
   EXPECT_EQ(alone.size(), 20u);
@@ -176,7 +176,7 @@ TEST(Sampling, BadParametersAndRequestsNameTheCause) {
   EXPECT_EQ(field_of([](SamplingParams& p) { p.top_p = 0.0; }), "top_p");
   EXPECT_EQ(field_of([](SamplingParams& p) { p.repetition_penalty = 0.0; }), "repetition_penalty");
   EXPECT_EQ(field_of([](SamplingParams& p) { p.logprobs = 21; }), "logprobs");
-  EXPECT_THROW(engine.add_request({}, {}), ds::Error);
+  EXPECT_THROW(engine.add_request(std::vector<int64_t>(), SamplingParams()), ds::Error);
   EXPECT_THROW(engine.add_request({300}, {}), ds::Error);
   EXPECT_THROW(engine.add_request(std::vector<int64_t>(64, 1), {}), ds::Error);  // no room to generate
   try {
