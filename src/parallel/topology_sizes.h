@@ -1,10 +1,10 @@
 // The sizes a Topology is built from, and their resolution against the world size. The data-parallel
 // size is not given: it is what is left, world / (pipe x tensor x sequence), as in DeepSpeed.
 //
-// Config wiring (not done yet): config/ does not parse `tensor_parallel.autotp_size`,
-// `sequence_parallel_size` or the pipeline's stages yet (they are in its list of unsupported keys).
-// When it does, one small function here, topology_sizes(const Config&), fills TopologySizes from
-// them; nothing else changes.
+// Config wiring: config/ reads `pipeline.stages`, `tensor_parallel.autotp_size` and
+// `sequence_parallel_size` into Config::parallel_sizes (and resolves the batch triple for the
+// data-parallel world they leave); the engine builder builds its Topology from them. Sizes above 1
+// are refused by config/ until their components (tensor, sequence, pipeline parallelism) land.
 #pragma once
 
 #include <string>
