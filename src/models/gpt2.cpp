@@ -54,8 +54,8 @@ std::vector<std::string> prefixed_names(torch::nn::Module& m, const std::string&
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head)
     : n_head_(n_head) {
-  c_attn = register_module("c_attn", torch::nn::Linear(n_embd, 3 * n_embd));
-  c_proj = register_module("c_proj", torch::nn::Linear(n_embd, n_embd));
+  c_attn = register_module("c_attn", LoraLinear(n_embd, 3 * n_embd));
+  c_proj = register_module("c_proj", LoraLinear(n_embd, n_embd));
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
@@ -74,8 +74,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
 }
 
 MlpImpl::MlpImpl(int64_t n_embd) {
-  c_fc = register_module("c_fc", torch::nn::Linear(n_embd, 4 * n_embd));
-  c_proj = register_module("c_proj", torch::nn::Linear(4 * n_embd, n_embd));
+  c_fc = register_module("c_fc", LoraLinear(n_embd, 4 * n_embd));
+  c_proj = register_module("c_proj", LoraLinear(4 * n_embd, n_embd));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {

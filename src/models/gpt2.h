@@ -10,6 +10,7 @@
 
 #include "models/causal_lm.h"
 #include "models/gpt2_config.h"
+#include "models/lora_linear.h"
 #include "nn/layer_list.h"
 
 namespace ds::models {
@@ -20,8 +21,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head);
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::nn::Linear c_attn{nullptr};  // C → 3C (q, k, v)
-  torch::nn::Linear c_proj{nullptr};  // C → C (residual projection)
+  LoraLinear c_attn{nullptr};  // C → 3C (q, k, v)
+  LoraLinear c_proj{nullptr};  // C → C (residual projection)
 
  private:
   int64_t n_head_;
@@ -34,8 +35,8 @@ class MlpImpl : public torch::nn::Module {
   explicit MlpImpl(int64_t n_embd);
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::nn::Linear c_fc{nullptr};
-  torch::nn::Linear c_proj{nullptr};
+  LoraLinear c_fc{nullptr};
+  LoraLinear c_proj{nullptr};
 };
 TORCH_MODULE(Mlp);
 

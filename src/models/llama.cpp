@@ -13,6 +13,8 @@ torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+LoraLinear proj(int64_t in, int64_t out, bool bias) { return LoraLinear(in, out, bias); }  // LoRA-capable
+
 // HF's padding_idx: a negative pad_token_id counts from the end, as torch.nn.Embedding does.
 std::optional<int64_t> padding_row(const std::optional<int64_t>& pad, int64_t vocab) {
   if (!pad) return std::nullopt;
@@ -34,10 +36,10 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
     : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
-  q_proj = register_module("q_proj", linear(c.hidden_size, heads_ * head_dim_, c.qkv_bias));
-  k_proj = register_module("k_proj", linear(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
-  v_proj = register_module("v_proj", linear(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
-  o_proj = register_module("o_proj", linear(heads_ * head_dim_, c.hidden_size, c.o_bias));
+  q_proj = register_module("q_proj", proj(c.hidden_size, heads_ * head_dim_, c.qkv_bias));
+  k_proj = register_module("k_proj", proj(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
+  v_proj = register_module("v_proj", proj(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
+  o_proj = register_module("o_proj", proj(heads_ * head_dim_, c.hidden_size, c.o_bias));
 }
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
@@ -52,9 +54,9 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
 }
 
 LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& c) {
-  gate_proj = register_module("gate_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
-  up_proj = register_module("up_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
-  down_proj = register_module("down_proj", linear(c.intermediate_size, c.hidden_size, c.mlp_bias));
+  gate_proj = register_module("gate_proj", proj(c.hidden_size, c.intermediate_size, c.mlp_bias));
+  up_proj = register_module("up_proj", proj(c.hidden_size, c.intermediate_size, c.mlp_bias));
+  down_proj = register_module("down_proj", proj(c.intermediate_size, c.hidden_size, c.mlp_bias));
 }
 
 torch::Tensor LlamaMLPImpl::forward(const torch::Tensor& x) {

@@ -13,6 +13,8 @@ torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+LoraLinear proj(int64_t in, int64_t out, bool bias) { return LoraLinear(in, out, bias); }  // LoRA-capable
+
 torch::nn::LayerNorm layer_norm(const OPTConfig& c) {
   return torch::nn::LayerNorm(
       torch::nn::LayerNormOptions({c.hidden_size}).eps(1e-5).elementwise_affine(c.layer_norm_elementwise_affine));
@@ -26,10 +28,10 @@ std::optional<int64_t> padding_row(const std::optional<int64_t>& pad, int64_t vo
 }  // namespace
 
 OPTAttentionImpl::OPTAttentionImpl(const OPTConfig& c) : heads_(c.num_attention_heads) {
-  k_proj = register_module("k_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
-  v_proj = register_module("v_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
-  q_proj = register_module("q_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
-  out_proj = register_module("out_proj", linear(c.hidden_size, c.hidden_size, c.enable_bias));
+  k_proj = register_module("k_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
+  v_proj = register_module("v_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
+  q_proj = register_module("q_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
+  out_proj = register_module("out_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
 }
 
 torch::Tensor OPTAttentionImpl::forward(const torch::Tensor& x) {
@@ -43,8 +45,8 @@ torch::Tensor OPTAttentionImpl::forward(const torch::Tensor& x) {
 OPTDecoderLayerImpl::OPTDecoderLayerImpl(const OPTConfig& c) : pre_ln_(c.do_layer_norm_before) {
   self_attn = register_module("self_attn", OPTAttention(c));
   self_attn_layer_norm = register_module("self_attn_layer_norm", layer_norm(c));
-  fc1 = register_module("fc1", linear(c.hidden_size, c.ffn_dim, c.enable_bias));
-  fc2 = register_module("fc2", linear(c.ffn_dim, c.hidden_size, c.enable_bias));
+  fc1 = register_module("fc1", proj(c.hidden_size, c.ffn_dim, c.enable_bias));
+  fc2 = register_module("fc2", proj(c.ffn_dim, c.hidden_size, c.enable_bias));
   final_layer_norm = register_module("final_layer_norm", layer_norm(c));
 }
 

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "models/causal_lm.h"
+#include "models/lora_linear.h"
 #include "models/opt_config.h"
 
 namespace ds::models {
@@ -18,7 +19,7 @@ class OPTAttentionImpl : public torch::nn::Module {
   explicit OPTAttentionImpl(const OPTConfig& c);
   torch::Tensor forward(const torch::Tensor& x);  // [B,T,C] → [B,T,C], causal
 
-  torch::nn::Linear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
+  LoraLinear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
 
  private:
   int64_t heads_;
@@ -33,7 +34,7 @@ class OPTDecoderLayerImpl : public torch::nn::Module {
 
   OPTAttention self_attn{nullptr};
   torch::nn::LayerNorm self_attn_layer_norm{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  LoraLinear fc1{nullptr}, fc2{nullptr};
   torch::nn::LayerNorm final_layer_norm{nullptr};
 
  private:

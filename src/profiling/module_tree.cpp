@@ -83,12 +83,14 @@ void ModuleIndex::add(torch::nn::Module& m, const std::string& name, const std::
     Node node;
     node.name = name;
     node.path = path;
-    node.type_name = short_type_name(m.name());
+    // A Linear subclass without children (the models' LoRA-capable LoraLinear, no adapter) is a Linear.
+    const bool plain_linear = dynamic_cast<const torch::nn::LinearImpl*>(&m) != nullptr && m.children().empty();
+    node.type_name = plain_linear ? "Linear" : short_type_name(m.name());
     node.extra_repr = extra_repr_of(m);
     node.depth = depth;
     node.parent = parent;
     node.params = count_params(m);
-    node.builtin_leaf = m.name().rfind("torch::nn::", 0) == 0 && m.children().empty();
+    node.builtin_leaf = (plain_linear || m.name().rfind("torch::nn::", 0) == 0) && m.children().empty();
     nodes_.push_back(std::move(node));
   }
   if (parent >= 0) nodes_[static_cast<size_t>(parent)].children.push_back(index);
