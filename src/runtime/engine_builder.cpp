@@ -17,18 +17,6 @@
 namespace ds {
 namespace {
 
-// module.to(device, compute), except that a frozen 16-bit parameter keeps its dtype: it has no
-// optimizer state and computes in its own precision (a LoRA base kept in bf16, models/lora.h; as
-// DeepSpeed, which leaves the module's dtypes alone unless bf16/fp16 is enabled).
-void place_module(torch::nn::Module& module, torch::Device device, torch::ScalarType compute) {
-  torch::NoGradGuard no_grad;
-  for (auto& t : module.parameters(/*recurse=*/true)) {
-    const bool keep = !t.requires_grad() && (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf);
-    t.set_data(t.data().to(device, keep ? t.scalar_type() : compute));
-  }
-  for (auto& b : module.buffers(/*recurse=*/true)) b.set_data(b.data().to(device, compute));
-}
-
 void build_states(EngineParts& p, torch::nn::Module& module, const EngineOptions& o) {
   const Config& c = *p.config;
   check_memory_budget(module, {&c, p.dtypes, p.data_parallel().size(), p.device});  // before anything is cast

@@ -45,4 +45,13 @@ void configure_cpu_threads() {
   }
 }
 
+void place_module(torch::nn::Module& module, torch::Device device, torch::ScalarType compute) {
+  torch::NoGradGuard no_grad;
+  for (auto& t : module.parameters(/*recurse=*/true)) {
+    const bool keep = !t.requires_grad() && (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf);
+    t.set_data(t.data().to(device, keep ? t.scalar_type() : compute));
+  }
+  for (auto& b : module.buffers(/*recurse=*/true)) b.set_data(b.data().to(device, compute));
+}
+
 }  // namespace ds

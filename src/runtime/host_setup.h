@@ -15,4 +15,9 @@ torch::Device pick_device();
 // each local rank to its own slice of the cores.
 void configure_cpu_threads();
 
+// module.to(device, compute), except that a frozen 16-bit parameter keeps its dtype: it has no
+// optimizer state and computes in its own precision (a LoRA base kept in bf16, models/lora.h), as
+// DeepSpeed leaves the module's dtypes alone unless bf16/fp16 is enabled.
+void place_module(torch::nn::Module& module, torch::Device device, torch::ScalarType compute);
+
 }  // namespace ds
