@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
 
 #include "config_test_util.h"
 
@@ -23,7 +24,10 @@ TEST(Examples, AllLoadWithoutWarnings) {
   const auto files = example_configs();
   ASSERT_GE(files.size(), 10u);
   for (const auto& f : files) {
-    for (int world : {1, 2, 4}) {
+    // lora_opt.json is the seed's one-GPU config (8 = micro 2 x GAS 4 x 1): at world 4 there is no
+    // whole micro-batch per rank, and DeepSpeed refuses it too.
+    const std::vector<int> worlds = f.filename() == "lora_opt.json" ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4};
+    for (int world : worlds) {
       try {
         const Config c = load_config_file(f.string(), world);
         EXPECT_TRUE(c.warnings.empty()) << f << ": " << (c.warnings.empty() ? "" : c.warnings.front());
