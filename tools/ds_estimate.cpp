@@ -21,6 +21,7 @@
 #include "util/error.h"
 #include "util/system_info.h"
 #include "zero/memory_estimate.h"
+#include "util/blas_core_select.h"
 
 namespace {
 
@@ -37,6 +38,7 @@ std::vector<int64_t> synthetic_sizes(double params, int64_t layers) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds::select_blas_core_or_reexec(argv, "ds-estimate");  // before any BLAS call (docs/cpu-kernels.md)
   std::string config_path, model = "small";
   double params = 0;
   int64_t layers = 0;

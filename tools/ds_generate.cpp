@@ -20,6 +20,7 @@
 #include "inference/pipeline.h"
 #include "models/gpt2.h"
 #include "util/error.h"
+#include "util/blas_core_select.h"
 
 namespace {
 
@@ -44,6 +45,7 @@ std::vector<int64_t> bytes_of(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds::select_blas_core_or_reexec(argv, "ds-generate");  // before any BLAS call (docs/cpu-kernels.md)
   using namespace ds::inference;
   std::string model_dir, preset;
   std::vector<std::string> prompts, stops;

@@ -25,8 +25,10 @@
 #include "optim/simd_path.h"
 #include "util/error.h"
 #include "report_features.h"
+#include "report_kernels.h"
 #include "runtime/output_paths.h"
 #include "util/system_info.h"
+#include "util/blas_core_select.h"
 
 namespace {
 
@@ -82,12 +84,19 @@ Rows environment_rows() {
   };
 }
 
+// The environment rows, then the compute kernels' (BLAS core, oneDNN ISA, measured GEMM rates).
+Rows all_rows() {
+  Rows rows = environment_rows();
+  for (auto& row : ds::tools::kernel_rows()) rows.push_back(std::move(row));
+  return rows;
+}
+
 std::string dots(const std::string& name, size_t width) {
   return name + " " + std::string(name.size() + 1 < width ? width - name.size() - 1 : 1, '.') + " ";
 }
 
 void print_environment(bool json) {
-  auto rows = environment_rows();
+  auto rows = all_rows();
   const auto feats = ds::tools::probe_features();
   if (json) {
     nlohmann::json j;
@@ -125,6 +134,7 @@ void check_machine(const ds::Config& cfg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds::select_blas_core_or_reexec(argv, "ds-report");  // before any BLAS call (docs/cpu-kernels.md)
   CLI::App app{"ds-report: environment report, or validate a DeepSpeed config with --config"};
   std::string config_path;
   int world_size = 1;
@@ -133,8 +143,14 @@ int main(int argc, char** argv) {
   app.add_option("--world-size,--world_size", world_size, "world size used to resolve the batch triple")
       ->capture_default_str()->check(ds::tools::whole_number(1, 1 << 20));
   app.add_flag("--json", json, "machine-readable output");
+  bool blas_core = false;
+  app.add_flag("--blas-core", blas_core, "print the OPENBLAS_CORETYPE the tools choose on this CPU (empty: none) and exit");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (blas_core) {
+      std::printf("%s\n", ds::tools::chosen_blas_core().c_str());
+      return 0;
+    }
     if (config_path.empty()) {
       print_environment(json);
       return 0;

@@ -19,6 +19,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/rank_shim.h"
 #include "util/error.h"
+#include "util/blas_core_select.h"
 
 namespace {
 
@@ -116,6 +117,9 @@ int main(int argc, char** argv) {
       std::printf("%s\n", format_command(build_mpirun_command(plan.mpirun)).c_str());
       return 0;
     }
+    // After the plan: a value chosen here reaches the local ranks (they inherit mpirun's environment)
+    // but is not forwarded with -x to other hosts, whose CPUs may differ; a user's value is.
+    ds::export_blas_core_for_ranks("ds-run");
     return launch(plan, machine);
   } catch (const std::exception& e) {
     return fail(e.what());

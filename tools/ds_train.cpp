@@ -16,6 +16,7 @@
 #include "util/progress.h"
 #include "util/stop_signal.h"
 #include "util/system_info.h"
+#include "util/blas_core_select.h"
 
 namespace {
 
@@ -130,6 +131,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds::select_blas_core_or_reexec(argv, "ds-train");  // before any BLAS call (docs/cpu-kernels.md)
   try {
     return run(argc, argv);
   } catch (const ds::Error& e) {

@@ -26,6 +26,7 @@
 #include "models/gpt2_hf.h"
 #include "util/error.h"
 #include "util/system_info.h"
+#include "util/blas_core_select.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -258,6 +259,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds::select_blas_core_or_reexec(argv, "ds-zero-to-fp32");  // before any BLAS call (docs/cpu-kernels.md)
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

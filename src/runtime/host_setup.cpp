@@ -5,9 +5,11 @@
 #include <sched.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "runtime/world.h"
+#include "util/blas_core_select.h"
 #include "util/error.h"
 #include "util/logging.h"
 #include "util/system_info.h"
@@ -28,6 +30,18 @@ void bind_cores_to_rank(int share) {
   log::info("DS_BIND_CORES_TO_RANK: local rank {} bound to cores {}-{}", local_rank(), first, first + share - 1);
 }
 
+// A library user's program loads OpenBLAS before any of our code runs, so it cannot be fixed here:
+// say once per process what the variable would gain (the tools set it themselves, blas_core_select.h).
+void warn_if_slow_blas_core() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const BlasCoreDecision d = current_blas_core_decision();
+    if (d.action != BlasCoreAction::kSet) return;
+    log::warn("{}; set it in the environment before the program starts (the ds tools and ds-run do this "
+              "themselves; docs/cpu-kernels.md)", d.message);
+  });
+}
+
 }  // namespace
 
 torch::Device pick_device() {
@@ -38,6 +52,7 @@ torch::Device pick_device() {
 void configure_cpu_threads() {
   const int share = std::max(1, cpu_cores() / std::max(1, local_world_size()));
   bind_cores_to_rank(share);
+  warn_if_slow_blas_core();
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
   if (torch::get_num_threads() < share) {
     torch::set_num_threads(share);

@@ -22,9 +22,9 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 }  // namespace
 
 std::vector<std::string> names_to_forward(const std::vector<std::string>& environment) {
-  static const char* const kPrefixes[] = {"DS_", "OMP_", "KMP_", "NCCL_", "UCX_", "MLFLOW", "PYTHON", "MV2"};
+  static const char* const kPrefixes[] = {"DS_", "OMP_", "KMP_", "OPENBLAS_", "NCCL_", "UCX_", "MLFLOW", "PYTHON", "MV2"};
   static const char* const kNames[] = {"PATH", "LD_LIBRARY_PATH", "TMPDIR"};
-  static const char* const kOwn[] = {"DS_BIND_CORES_TO_RANK", "DS_ENV_FILE"};
+  static const char* const kOwn[] = {"DS_BIND_CORES_TO_RANK", "DS_ENV_FILE", "DS_OPENBLAS_CORETYPE_CHOSEN", "DS_OPENBLAS_REEXEC"};
   std::vector<std::string> names;
   for (const std::string& entry : environment) {
     const std::string name = entry.substr(0, entry.find('='));

@@ -1,6 +1,6 @@
 // Which environment variables the ranks receive through `-x`. mpirun gives local ranks its whole
 // environment but remote ranks only what `-x` names, so we name what a training run depends on:
-// our DS_* knobs, OpenMP, NCCL and UCX settings, PATH and LD_LIBRARY_PATH, and DeepSpeed's own
+// our DS_* knobs, OpenMP, OpenBLAS (a user's OPENBLAS_CORETYPE), NCCL and UCX settings, PATH and LD_LIBRARY_PATH, and DeepSpeed's own
 // export prefixes (runner.py EXPORT_ENVS: MLFLOW, PYTHON, MV2, UCX), plus the KEY=VALUE lines of
 // DeepSpeed's `.deepspeed_env` file (name from DS_ENV_FILE) in $HOME and the working directory.
 #pragma once
