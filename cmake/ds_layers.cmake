@@ -3,4 +3,4 @@
 # cmake/check_layering.cmake (the `layering` ctest that refuses an include against the order).
 set(DS_LAYERS
   util config comm format data aio nn precision optim offload parallel zero checkpoint profiling runtime
-  models inference)
+  models inference serve)

@@ -26,6 +26,7 @@ PACKAGES=(
   libicu-dev                          # tokenizers: Unicode categories for the pre-tokenizer, NFC
   libsentencepiece-dev sentencepiece  # SentencePiece models (Llama-2, Mistral); spm_train/spm_encode in tests
   nodejs                              # test-only references from npm (tests/data/npm_setup.sh)
+  libcpp-httplib-dev curl             # ds-serve's HTTP server (cpp-httplib); curl drives it in tests/inference
 )
 
 missing=()

@@ -1,0 +1,43 @@
+// The typed form of a POST /v1/completions or /v1/chat/completions body. parse_request checks the
+// body as OpenAI does: not UTF-8 or not JSON → 400; a known field of the wrong type or out of range
+// → 400 naming it; unknown fields are ignored; fields ds-serve does not implement (n > 1, echo,
+// best_of, logprobs, penalties) are refused by name when set to anything but their default.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/chat_template.h"
+
+namespace ds::serve {
+
+enum class Endpoint { kCompletions, kChat };
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;
+  std::string prompt;                       // completions, as text
+  std::optional<std::vector<int64_t>> prompt_ids;  // completions, given as token ids
+  std::vector<data::ChatMessage> messages;  // chat
+  std::optional<int64_t> max_tokens;        // unset: the endpoint's default
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;                        // vLLM's extension; 0 is off
+  double repetition_penalty = 1.0;          // vLLM's extension; 1 is off
+  std::vector<std::string> stop;            // at most 4 strings
+  std::optional<uint64_t> seed;
+  bool ignore_eos = false;                  // vLLM's extension
+  bool stream = false;
+  bool include_usage = false;               // stream_options.include_usage
+};
+
+// Throws ApiError (400) naming the field and the fix.
+GenerationRequest parse_request(std::string_view body, Endpoint endpoint);
+
+// True when `s` is well-formed UTF-8.
+bool is_valid_utf8(std::string_view s);
+
+}  // namespace ds::serve

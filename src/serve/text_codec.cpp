@@ -1,0 +1,155 @@
+#include "serve/text_codec.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "data/hf_tokenizer.h"
+#include "data/unicode.h"
+#include "serve/api_error.h"
+#include "util/error.h"
+
+namespace ds::serve {
+
+namespace fs = std::filesystem;
+
+TextCodec TextCodec::bytes() {
+  TextCodec c;
+  c.chat_ = data::ChatTemplate(data::ChatTemplateKind::kChatML);
+  return c;
+}
+
+namespace {
+
+// A special token of tokenizer_config.json: a string or an AddedToken object {"content": ...}.
+std::string token_text(const nlohmann::json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"];
+  return "";
+}
+
+// chat_template: a string, or a list of {"name", "template"} (the "default" one).
+std::string chat_template_text(const nlohmann::json& config) {
+  auto it = config.find("chat_template");
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array())
+    for (const auto& e : *it)
+      if (e.value("name", "") == "default" && e.contains("template")) return e["template"].get<std::string>();
+  return "";
+}
+
+// tokenizer.json with tokenizer_config.json's special tokens and chat template, as
+// data::load_tokenizer reads them. load_tokenizer itself is not called: it links SentencePiece,
+// whose bundled protobuf clashes with LibTorch's libprotobuf in one process (a crash at start).
+std::shared_ptr<data::Tokenizer> load_hf_tokenizer(const fs::path& dir) {
+  std::shared_ptr<data::Tokenizer> tok = data::HfTokenizer::from_file(dir / "tokenizer.json");
+  nlohmann::json config = nlohmann::json::object();
+  if (const fs::path cfg = dir / "tokenizer_config.json"; fs::exists(cfg)) {
+    std::ifstream in(cfg);
+    DS_CHECK(in, IoError, cfg.string() + ": cannot open (check its permissions)");
+    config = nlohmann::json::parse(in, nullptr, false);
+    if (!config.is_object()) throw ConfigError(cfg.string(), "not a JSON object (is the file complete?)");
+  }
+  data::SpecialTokens special = tok->special_tokens();
+  for (auto [key, field] : {std::pair{"bos_token", &special.bos}, {"eos_token", &special.eos},
+                            {"pad_token", &special.pad}, {"unk_token", &special.unk}})
+    if (std::string t = token_text(config, key); !t.empty()) *field = t;
+  tok->set_special_tokens(special);
+  tok->set_chat_template(chat_template_text(config));
+  return tok;
+}
+
+}  // namespace
+
+TextCodec TextCodec::from_model_dir(const fs::path& dir) {
+  if (!fs::exists(dir / "tokenizer.json")) {
+    DS_CHECK(!fs::exists(dir / "tokenizer.model"), NotSupported,
+             (dir / "tokenizer.model").string() +
+                 ": SentencePiece tokenizers are not served yet (libsentencepiece's bundled protobuf clashes with "
+                 "LibTorch's in one process); give the folder the model's tokenizer.json");
+    return bytes();
+  }
+  TextCodec c;
+  c.tokenizer_ = load_hf_tokenizer(dir);
+  if (c.tokenizer_->chat_template().empty()) {
+    c.chat_error_ = "the model folder's tokenizer_config.json has no chat_template";
+  } else {
+    try {
+      c.chat_ = data::ChatTemplate::recognise(c.tokenizer_->chat_template());
+    } catch (const std::exception& e) {
+      c.chat_error_ = e.what();
+    }
+  }
+  return c;
+}
+
+std::string TextCodec::describe() const {
+  if (is_bytes()) return "bytes as tokens (no tokenizer in the model folder), chat in ChatML";
+  std::string s = "tokenizer with " + std::to_string(tokenizer_->vocab_size()) + " tokens, chat template ";
+  return s + (chat_ ? std::string(chat_->name()) : "none (" + chat_error_ + ")");
+}
+
+std::vector<int64_t> TextCodec::encode(const std::string& text, bool add_special_tokens) const {
+  if (is_bytes()) {
+    std::vector<int64_t> ids;
+    for (unsigned char b : text) ids.push_back(b);
+    return ids;
+  }
+  const auto ids = tokenizer_->encode(text, {.add_special_tokens = add_special_tokens});
+  return {ids.begin(), ids.end()};
+}
+
+std::string TextCodec::decode(const std::vector<int64_t>& ids) const {
+  if (is_bytes()) {
+    std::string bytes;
+    for (int64_t t : ids)
+      if (t >= 0 && t < 256) bytes += static_cast<char>(t);  // ids above 255 have no text
+    return data::utf8_lossy(bytes);
+  }
+  std::vector<int32_t> ids32;
+  for (int64_t t : ids)
+    if (t >= 0 && t < static_cast<int64_t>(tokenizer_->vocab_size())) ids32.push_back(static_cast<int32_t>(t));
+  return tokenizer_->decode(ids32, {.skip_special_tokens = true});
+}
+
+std::vector<int64_t> TextCodec::encode_chat(const std::vector<data::ChatMessage>& messages) const {
+  if (!chat_)
+    throw ApiError(400, "this model has no chat template ds-serve can render (" + chat_error_ +
+                            "); use /v1/completions with a prompt you format yourself",
+                   "invalid_request_error", "messages", "no_chat_template");
+  const std::string bos = is_bytes() ? "" : tokenizer_->special_tokens().bos;
+  return encode(chat_->render(messages, /*add_generation_prompt=*/true, bos), /*add_special_tokens=*/false);
+}
+
+std::vector<int64_t> TextCodec::chat_stop_ids() const {
+  std::vector<int64_t> ids;
+  if (is_bytes()) return ids;
+  for (const std::string& t : {tokenizer_->special_tokens().eos, std::string("<|eot_id|>"), std::string("<|im_end|>")})
+    if (!t.empty())
+      if (auto id = tokenizer_->token_to_id(t)) ids.push_back(*id);
+  return ids;
+}
+
+std::string StreamDecoder::push(const std::vector<int64_t>& ids) {
+  ids_.insert(ids_.end(), ids.begin(), ids.end());
+  const std::string text = codec_.decode(ids_);
+  // U+FFFD at the end: probably a character cut between tokens; wait for the rest.
+  if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return "";
+  if (text.size() <= emitted_) return "";
+  std::string piece = text.substr(emitted_);
+  emitted_ = text.size();
+  return piece;
+}
+
+std::string StreamDecoder::finish() {
+  const std::string text = codec_.decode(ids_);
+  if (text.size() <= emitted_) return "";
+  std::string piece = text.substr(emitted_);
+  emitted_ = text.size();
+  return piece;
+}
+
+}  // namespace ds::serve
