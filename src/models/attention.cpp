@@ -13,7 +13,7 @@ torch::Tensor causal_mask(int64_t t, std::optional<int64_t> sliding_window, torc
 }
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                               std::optional<int64_t> sliding_window) {
+                               std::optional<int64_t> sliding_window, const torch::Tensor& blocked) {
   const int64_t b = k.size(0), hkv = k.size(1), t = k.size(2), d = k.size(3);
   const int64_t rep = q.size(1) / hkv;
   auto repeat_kv = [&](const torch::Tensor& z) {
@@ -21,7 +21,9 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
     return z.unsqueeze(2).expand({b, hkv, rep, t, d}).reshape({b, hkv * rep, t, d});
   };
   auto scores = torch::matmul(q, repeat_kv(k).transpose(2, 3)) * scale;  // [B,H,T,T]
-  scores = scores.masked_fill(causal_mask(t, sliding_window, q.device()), -std::numeric_limits<double>::infinity());
+  auto mask = causal_mask(t, sliding_window, q.device());
+  if (blocked.defined()) mask = mask.logical_or(blocked);  // [B,1,T,T]: each query still sees itself
+  scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
   auto probs = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
   return torch::matmul(probs, repeat_kv(v));  // [B,H,T,D]
 }

@@ -11,9 +11,11 @@ namespace ds::models {
 
 // q [B,H,T,D], k and v [B,Hkv,T,D] with H a multiple of Hkv (query head h reads kv head
 // h / (H/Hkv)) → [B,H,T,D]. Query t attends to keys j ≤ t, and with a window W only to
-// t − W < j (W keys including itself: transformers' sliding_window_overlay).
+// t − W < j (W keys including itself: transformers' sliding_window_overlay). `blocked` (bool,
+// broadcastable to [B,H,T,T], e.g. SequenceLayout's [B,1,T,T]) masks more keys: packed documents.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                               std::optional<int64_t> sliding_window = std::nullopt);
+                               std::optional<int64_t> sliding_window = std::nullopt,
+                               const torch::Tensor& blocked = {});
 
 // [T,T] bool, true where query i may NOT attend to key j (the causal and window rule above).
 torch::Tensor causal_mask(int64_t t, std::optional<int64_t> sliding_window, torch::Device device);

@@ -4,6 +4,13 @@
 
 namespace ds::models {
 
+void CausalLM::set_sequence_layout(std::optional<SequenceLayout> layout) {
+  DS_CHECK(!layout || supports_sequence_layout(), NotSupported,
+           model_type() + " models cannot take packed rows (positions and attention per document); "
+                          "use padding (ds-train --pad) or a Llama-family / OPT model");
+  *layout_slot_ = std::move(layout);
+}
+
 torch::Tensor CausalLM::forward(const torch::Tensor& idx, const torch::Tensor& targets) {
   DS_CHECK(targets.defined() && idx.defined() && targets.sizes() == idx.sizes(), Error,
            model_type() + ": targets " + (targets.defined() ? shape_str(targets.sizes()) : std::string("undefined")) +

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "models/sequence_layout.h"
 #include "nn/layer_list.h"
 
 namespace ds::models {
@@ -45,6 +46,15 @@ class CausalLM : public torch::nn::Module {
   virtual std::string hf_base_prefix() const { return "model."; }
   // One line: family, shape, parameter count.
   virtual std::string describe() const = 0;
+
+  // Packed rows: the following forwards (and their backward, recomputation included) use `layout`
+  // (positions per document, attention within a document); std::nullopt returns to plain causal
+  // rows. ds::NotSupported for a family that cannot take one (supports_sequence_layout()).
+  void set_sequence_layout(std::optional<SequenceLayout> layout);
+  virtual bool supports_sequence_layout() const { return false; }
+
+ protected:
+  SequenceLayoutSlot layout_slot_ = std::make_shared<std::optional<SequenceLayout>>();
 };
 
 // Mean cross-entropy of logits [B,T,V] against aligned targets [B,T] (-100 ignored); 16-bit

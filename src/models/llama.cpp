@@ -43,13 +43,14 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
 }
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                                          const torch::Tensor& blocked,
                                           std::optional<int64_t> sliding_window) {
   const int64_t b = x.size(0), t = x.size(1);
   auto heads = [&](const torch::Tensor& z, int64_t n) { return z.view({b, t, n, head_dim_}).transpose(1, 2); };
   auto q = apply_rotary(heads(q_proj(x), heads_), cos, sin);     // [B,H,T,D]
   auto k = apply_rotary(heads(k_proj(x), kv_heads_), cos, sin);  // [B,Hkv,T,D]
   auto v = heads(v_proj(x), kv_heads_);
-  auto y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)), sliding_window);
+  auto y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)), sliding_window, blocked);
   return o_proj(y.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
 }
 
@@ -71,9 +72,18 @@ LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& c, int64_t index
   post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
 }
 
-torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, RotaryEmbedding& rope) {
-  auto [cos, sin] = rope.cos_sin(x.size(1), x.scalar_type(), x.device());
-  auto h = x + self_attn->forward(input_layernorm(x), cos, sin, window_);
+torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, RotaryEmbedding& rope,
+                                             const SequenceLayout* layout) {
+  auto [cos, sin] = rope.cos_sin(x.size(1), x.scalar_type(), x.device());  // [T,D] for positions 0..T-1
+  torch::Tensor blocked;
+  if (layout) {  // packed: each token's own position (< T), attention within its document. Rotary
+                 // scores depend only on position differences, so restarting is HF's position_ids
+                 // convention more than a change in results; the mask is what keeps documents apart.
+    cos = cos.index({layout->position_ids}).unsqueeze(1);  // [B,1,T,D]
+    sin = sin.index({layout->position_ids}).unsqueeze(1);
+    blocked = layout->blocked;
+  }
+  auto h = x + self_attn->forward(input_layernorm(x), cos, sin, blocked, window_);
   return h + mlp(post_attention_layernorm(h));
 }
 
@@ -124,11 +134,15 @@ void LlamaImpl::build_layers() {
       {"model.embed_tokens.weight"});
 
   auto rope = rope_;
+  auto slot = layout_slot_;
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     auto layer = model->layers->ptr<LlamaDecoderLayerImpl>(static_cast<size_t>(i));
     const std::string name = "layers." + std::to_string(i);
     layers_.add(
-        name, [layer, rope](const torch::Tensor& x) { return layer->forward(x, *rope); },
+        name,
+        [layer, rope, slot](const torch::Tensor& x) {
+          return layer->forward(x, *rope, current_layout(slot, x.size(0), x.size(1)));
+        },
         prefixed_param_names(*layer, "model." + name + "."));
   }
 

@@ -33,9 +33,10 @@ TORCH_MODULE(RMSNorm);
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
   explicit LlamaAttentionImpl(const LlamaConfig& c);
-  // x [B,T,C], cos/sin [T,head_dim] → [B,T,C].
+  // x [B,T,C], cos/sin [T,head_dim] (or [B,1,T,head_dim] for packed rows) → [B,T,C]; `blocked`:
+  // SequenceLayout's cross-document mask, or undefined.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        std::optional<int64_t> sliding_window);
+                        const torch::Tensor& blocked, std::optional<int64_t> sliding_window);
 
   LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
@@ -58,7 +59,7 @@ TORCH_MODULE(LlamaMLP);
 class LlamaDecoderLayerImpl : public torch::nn::Module {
  public:
   LlamaDecoderLayerImpl(const LlamaConfig& c, int64_t index);
-  torch::Tensor forward(const torch::Tensor& x, RotaryEmbedding& rope);
+  torch::Tensor forward(const torch::Tensor& x, RotaryEmbedding& rope, const SequenceLayout* layout = nullptr);
 
   LlamaAttention self_attn{nullptr};
   LlamaMLP mlp{nullptr};
@@ -91,6 +92,7 @@ class LlamaImpl : public CausalLM {
   using CausalLM::forward;
   // idx int64 [B,T] (no length limit: rotary positions extrapolate) → logits [B,T,V].
   torch::Tensor forward(const torch::Tensor& idx) override;
+  bool supports_sequence_layout() const override { return true; }
 
   // "embed" (embed_tokens), "layers.0".."layers.{L-1}", "head" (norm, then lm_head or the tied
   // embed_tokens.weight, listed in both "embed" and "head").

@@ -34,11 +34,11 @@ OPTAttentionImpl::OPTAttentionImpl(const OPTConfig& c) : heads_(c.num_attention_
   out_proj = register_module("out_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
 }
 
-torch::Tensor OPTAttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor OPTAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2), d = c / heads_;
   auto heads = [&](const torch::Tensor& z) { return z.view({b, t, heads_, d}).transpose(1, 2); };
   auto y = causal_attention(heads(q_proj(x)), heads(k_proj(x)), heads(v_proj(x)),
-                            1.0 / std::sqrt(static_cast<double>(d)));
+                            1.0 / std::sqrt(static_cast<double>(d)), std::nullopt, blocked);
   return out_proj(y.transpose(1, 2).reshape({b, t, c}));
 }
 
@@ -50,8 +50,8 @@ OPTDecoderLayerImpl::OPTDecoderLayerImpl(const OPTConfig& c) : pre_ln_(c.do_laye
   final_layer_norm = register_module("final_layer_norm", layer_norm(c));
 }
 
-torch::Tensor OPTDecoderLayerImpl::forward(const torch::Tensor& x) {
-  auto h = x + self_attn->forward(pre_ln_ ? self_attn_layer_norm(x) : x);
+torch::Tensor OPTDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
+  auto h = x + self_attn->forward(pre_ln_ ? self_attn_layer_norm(x) : x, blocked);
   if (!pre_ln_) h = self_attn_layer_norm(h);
   auto out = h + fc2(torch::relu(fc1(pre_ln_ ? final_layer_norm(h) : h)));
   return pre_ln_ ? out : final_layer_norm(out);
@@ -102,17 +102,20 @@ void OPTImpl::build_layers() {
   const std::string pre = "model.decoder.";
   const int64_t vocab = config_.vocab_size, max_pos = config_.max_position_embeddings;
   const int64_t pad = padding_row(config_.pad_token_id, vocab).value_or(-1);
+  auto slot = layout_slot_;
 
   std::vector<std::string> embed_params = {pre + "embed_tokens.weight", pre + "embed_positions.weight"};
   if (dec->project_in) embed_params.push_back(pre + "project_in.weight");
   layers_.add(
       "embed",
-      [dec, vocab, max_pos, pad](const torch::Tensor& idx) {
+      [dec, vocab, max_pos, pad, slot](const torch::Tensor& idx) {
         check_token_ids(idx, vocab, max_pos, "opt");
         auto x = torch::embedding(dec->embed_tokens->weight, idx, pad);  // [B,T,E]
         if (dec->project_in) x = dec->project_in(x);                     // [B,T,C]
-        // No padding mask: positions 0..T-1, stored at rows 2..T+1 (OPT's offset).
-        auto pos = torch::arange(idx.size(1), idx.options()) + OPTConfig::kPositionOffset;
+        // Positions 0..T-1 (or each packed document's own), stored at rows 2..T+1 (OPT's offset).
+        auto pos = torch::arange(idx.size(1), idx.options());
+        if (auto* l = current_layout(slot, idx.size(0), idx.size(1))) pos = l->position_ids;
+        pos = pos + OPTConfig::kPositionOffset;
         return x + dec->embed_positions(pos);
       },
       std::move(embed_params));
@@ -121,7 +124,11 @@ void OPTImpl::build_layers() {
     auto layer = dec->layers->ptr<OPTDecoderLayerImpl>(static_cast<size_t>(i));
     const std::string name = "layers." + std::to_string(i);
     layers_.add(
-        name, [layer](const torch::Tensor& x) { return layer->forward(x); },
+        name,
+        [layer, slot](const torch::Tensor& x) {
+          auto* l = current_layout(slot, x.size(0), x.size(1));
+          return layer->forward(x, l ? l->blocked : torch::Tensor());
+        },
         prefixed_param_names(*layer, pre + name + "."));
   }
 

@@ -17,7 +17,8 @@ namespace ds::models {
 class OPTAttentionImpl : public torch::nn::Module {
  public:
   explicit OPTAttentionImpl(const OPTConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);  // [B,T,C] → [B,T,C], causal
+  // [B,T,C] → [B,T,C], causal (and within documents where `blocked`, SequenceLayout's, is given)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& blocked = {});
 
   LoraLinear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
 
@@ -30,7 +31,7 @@ TORCH_MODULE(OPTAttention);
 class OPTDecoderLayerImpl : public torch::nn::Module {
  public:
   explicit OPTDecoderLayerImpl(const OPTConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& blocked = {});
 
   OPTAttention self_attn{nullptr};
   torch::nn::LayerNorm self_attn_layer_norm{nullptr};
@@ -73,6 +74,7 @@ class OPTImpl : public CausalLM {
   using CausalLM::forward;
   // idx int64 [B,T], T ≤ max_position_embeddings → logits [B,T,V].
   torch::Tensor forward(const torch::Tensor& idx) override;
+  bool supports_sequence_layout() const override { return true; }
 
   // "embed" (tokens, project_in, positions), "layers.0".., "head" (final_layer_norm,
   // project_out, tied embed_tokens.weight or lm_head.weight).
