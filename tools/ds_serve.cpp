@@ -20,9 +20,11 @@
 #include "inference/pipeline.h"
 #include "models/pretrained.h"
 #include "serve/server.h"
+#include "util/blas_core_select.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
+  ds::select_blas_core_or_reexec(argv, "ds-serve");  // before any BLAS call (docs/cpu-kernels.md)
   using namespace ds::serve;
   std::string model_dir;
   bool bf16 = false, no_split = false;

@@ -55,6 +55,7 @@ struct StreamState {
   bool include_usage = false;
   double timeout_s = 0;
   bool started = false, finished = false;
+  std::atomic<bool> slot_held{true};
   StreamState(std::shared_ptr<RequestHandle> h, const TextCodec& codec) : handle(std::move(h)), decoder(codec) {}
 };
 
@@ -67,6 +68,7 @@ struct Server::Impl {
   Metrics& metrics;
   httplib::Server http;
   std::atomic<int> in_flight{0};
+  std::atomic<int> open_streams{0};  // streamed responses not yet ended (shutdown waits for them)
   std::atomic<bool> draining{false};
   std::atomic<uint64_t> next_id{0};
   int64_t created = std::time(nullptr);
@@ -156,6 +158,7 @@ struct Server::Impl {
 
   void stream(httplib::Response& res, std::shared_ptr<RequestHandle> handle, const ResponseContext& ctx,
               bool include_usage) {
+    ++open_streams;
     auto st = std::make_shared<StreamState>(std::move(handle), codec);
     st->ctx = ctx;
     st->include_usage = include_usage;
@@ -164,7 +167,7 @@ struct Server::Impl {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st](size_t, httplib::DataSink& sink) {
+        [st, release = [this] { release_slot(); }](size_t, httplib::DataSink& sink) {
           auto send = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
           if (!st->started) {
             st->started = true;
@@ -179,6 +182,9 @@ struct Server::Impl {
           // character still incomplete): clients see the tokens' timing.
           if (!e->finished) return e->tokens.empty() || send(sse_event(stream_chunk(st->ctx, piece, std::nullopt, false)));
           piece += st->decoder.finish();
+          // Give the slot back before the last bytes go out: a client that sends its next request
+          // as soon as it reads [DONE] must not find this one still counted (a spurious 429).
+          if (st->slot_held.exchange(false)) release();
           if (e->timed_out) {
             if (!piece.empty()) send(sse_event(stream_chunk(st->ctx, piece, std::nullopt, false)));
             send(sse_event(error_body(timeout_error(st->timeout_s))));
@@ -195,7 +201,8 @@ struct Server::Impl {
           // The client went away (or the write failed): abort so the KV blocks come back.
           if (!st->finished) st->handle->cancel();
           count(st->ctx.endpoint, st->finished && success ? 200 : 499);
-          release_slot();
+          if (st->slot_held.exchange(false)) release_slot();
+          --open_streams;
         });
   }
 
@@ -254,6 +261,7 @@ Server::Server(ServerOptions options, ServingLoop& loop, const TextCodec& codec,
   h.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   h.set_payload_max_length(impl_->opt.max_body_bytes);
   h.set_keep_alive_timeout(2);
+  h.set_keep_alive_max_count(1000);  // clients that stream request after request keep their connection
   h.set_read_timeout(30);
   h.set_write_timeout(10);  // a client that never reads is dropped (and its request aborted)
   impl_->routes();
@@ -279,13 +287,14 @@ void Server::shutdown() {
   // (answering 503) until the in-flight generations are done.
   const auto grace = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(im.opt.shutdown_grace_s));
-  while (im.in_flight > 0 && Clock::now() < grace) std::this_thread::sleep_for(20ms);
-  if (im.in_flight > 0) {
+  auto busy = [&] { return im.in_flight > 0 || im.open_streams > 0; };
+  while (busy() && Clock::now() < grace) std::this_thread::sleep_for(20ms);
+  if (busy()) {
     spdlog::warn("ds-serve: {} requests still running after {} s; cancelling them", im.in_flight.load(),
                  im.opt.shutdown_grace_s);
     im.loop.cancel_all();
     const auto hard = Clock::now() + 10s;
-    while (im.in_flight > 0 && Clock::now() < hard) std::this_thread::sleep_for(20ms);
+    while (busy() && Clock::now() < hard) std::this_thread::sleep_for(20ms);
   }
   im.http.stop();
 }
