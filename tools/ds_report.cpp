@@ -144,11 +144,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(ds::tools::whole_number(1, 1 << 20));
   app.add_flag("--json", json, "machine-readable output");
   bool blas_core = false;
-  app.add_flag("--blas-core", blas_core, "print the OPENBLAS_CORETYPE the tools choose on this CPU (empty: none) and exit");
+  app.add_flag("--blas-core", blas_core, "print the OpenBLAS core this run chose and runs (empty: not OpenBLAS) and exit");
   CLI11_PARSE(app, argc, argv);
   try {
     if (blas_core) {
-      std::printf("%s\n", ds::tools::chosen_blas_core().c_str());
+      std::printf("%s\n", ds::tools::running_blas_core().c_str());
       return 0;
     }
     if (config_path.empty()) {

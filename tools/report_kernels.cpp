@@ -23,14 +23,7 @@ std::string core_source() {
 
 }  // namespace
 
-std::string chosen_blas_core() {
-  BlasInfo blas = probe_loaded_blas();
-  if (!blas.is_openblas()) return "";
-  // The choice a tool makes without a user value; the running core stands in for the detected one.
-  const BlasCoreDecision d = decide_blas_core(detect_cpu_features(), blas, nullptr);
-  if (d.action == BlasCoreAction::kSet) return d.core;
-  return d.action == BlasCoreAction::kAlreadyBest ? blas.core : "";
-}
+std::string running_blas_core() { return probe_loaded_blas().core; }
 
 std::vector<std::pair<std::string, std::string>> kernel_rows() {
   const CpuFeatures cpu = detect_cpu_features();

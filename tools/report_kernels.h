@@ -10,8 +10,9 @@ namespace ds::tools {
 
 std::vector<std::pair<std::string, std::string>> kernel_rows();
 
-// The OPENBLAS_CORETYPE the tools choose on this CPU when the user sets none ("" when none is
-// better than OpenBLAS's own pick, or the BLAS is not OpenBLAS): `ds-report --blas-core`.
-std::string chosen_blas_core();
+// The OpenBLAS core this process runs, after the tool's own choice at start ("" when the BLAS is not
+// OpenBLAS): `ds-report --blas-core`. Started without OPENBLAS_CORETYPE, that is the core the tools
+// choose on this CPU; with it, the core OpenBLAS made of the value.
+std::string running_blas_core();
 
 }  // namespace ds::tools

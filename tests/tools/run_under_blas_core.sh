@@ -1,7 +1,8 @@
 #!/bin/sh
 # run_under_blas_core.sh <ds-report> <test binary> [args...]: runs the test binary with
-# OPENBLAS_CORETYPE set to the core the tools choose on this CPU (none: left unset), and fails unless
-# OpenBLAS really ran that core (ds-report under the same environment reports it).
+# OPENBLAS_CORETYPE set to the core the tools choose on this CPU (`ds-report --blas-core` started
+# without the variable; none when the BLAS is not OpenBLAS), and fails unless OpenBLAS really runs
+# that core with the variable set (ds-report under the same environment reports it).
 set -e
 report=$1
 shift
