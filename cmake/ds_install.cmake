@@ -9,7 +9,16 @@ target_link_libraries(deepspeed INTERFACE ds_runtime ds_models)
 target_compile_features(deepspeed INTERFACE cxx_std_20)
 add_library(deepspeed_cpp::deepspeed ALIAS deepspeed)
 
-get_property(ds_install_targets GLOBAL PROPERTY DS_LAYER_TARGETS)
+get_property(ds_layer_targets GLOBAL PROPERTY DS_LAYER_TARGETS)
+set(ds_install_targets "")
+foreach(target IN LISTS ds_layer_targets)
+  get_property(type TARGET ${target} PROPERTY TYPE)
+  if(type STREQUAL "MODULE_LIBRARY")  # a plugin loaded at run time (libds_sentencepiece.so): not linked
+    install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  else()
+    list(APPEND ds_install_targets ${target})
+  endif()
+endforeach()
 install(TARGETS ${ds_install_targets} deepspeed EXPORT deepspeed_cppTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # Layer headers keep their folder (#include "runtime/engine.h"); the public entry is <deepspeed/deepspeed.h>.

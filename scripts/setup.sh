@@ -25,6 +25,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libicu-dev                          # tokenizers: Unicode categories for the pre-tokenizer, NFC
   libsentencepiece-dev sentencepiece  # SentencePiece models (Llama-2, Mistral); spm_train/spm_encode in tests
+  libprotobuf-dev                     # (with libtorch-dev) tests load it beside the SentencePiece plugin
   nodejs                              # test-only references from npm (tests/data/npm_setup.sh)
   libcpp-httplib-dev curl             # ds-serve's HTTP server (cpp-httplib); curl drives it in tests/inference
 )

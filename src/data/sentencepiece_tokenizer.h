@@ -1,5 +1,5 @@
 // A SentencePiece model file (Llama-2's and Mistral's tokenizer.model) through Debian's
-// libsentencepiece: encode/decode are the library's; BOS/EOS follow tokenizer_config.json's
+// libsentencepiece, loaded as a plugin (data/sentencepiece_backend.h says why): encode/decode are the library's; BOS/EOS follow tokenizer_config.json's
 // add_bos_token / add_eos_token (LlamaTokenizer's defaults: BOS yes, EOS no).
 #pragma once
 
@@ -8,11 +8,9 @@
 
 #include "data/tokenizer.h"
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace ds::data {
+
+class SentencePieceBackend;
 
 struct SentencePieceOptions {
   bool add_bos = true;
@@ -21,7 +19,8 @@ struct SentencePieceOptions {
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
-  // IoError naming the file when it is missing or not a SentencePiece model.
+  // IoError naming the file when it is missing or not a SentencePiece model, or naming the plugin
+  // (libds_sentencepiece.so; DS_SENTENCEPIECE_PLUGIN overrides where it is looked for) when it cannot load.
   SentencePieceTokenizer(const std::filesystem::path& model_file, SentencePieceOptions options = {});
   ~SentencePieceTokenizer() override;
 
@@ -34,7 +33,7 @@ class SentencePieceTokenizer : public Tokenizer {
   std::vector<int32_t> add_special_tokens(std::vector<int32_t> ids) const override;
 
  private:
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<SentencePieceBackend> sp_;
   SentencePieceOptions options_;
 };
 
