@@ -24,7 +24,9 @@
 
 #include "comm/comm.h"
 #include "models/gpt2.h"
+#include "util/memory_ledger.h"
 #include "util/system_info.h"
+#include "zero/model_states.h"
 
 namespace {
 

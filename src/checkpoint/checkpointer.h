@@ -13,27 +13,13 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/load_options.h"
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "zero/flat_optimizer.h"
 #include "zero/model_states.h"
 
-namespace ds {
-
-// load_checkpoint's switches (DeepSpeed's keyword arguments of the same names).
-struct LoadOptions {
-  bool load_optimizer_states = true;     // false: weights only; optimizer state starts fresh
-  bool load_lr_scheduler_states = true;  // false: the schedule starts where the config says
-  bool load_module_only = false;         // true: weights only, counters and scaler untouched too
-  bool load_module_strict = true;        // false: checkpoint parameters the model lacks are ignored
-};
-
-struct LoadResult {
-  std::string path;  // the tag directory read
-  nlohmann::json client_state;
-};
-
-namespace checkpoint {
+namespace ds::checkpoint {
 
 // The engine's components a checkpoint is made of (borrowed for the call).
 struct EngineStates {
@@ -81,5 +67,4 @@ void warn_if_global_batch_changed(const nlohmann::json& engine_state, const Conf
 // The batch triple as the engine state records it.
 nlohmann::json batch_json(const Config& config);
 
-}  // namespace checkpoint
-}  // namespace ds
+}  // namespace ds::checkpoint

@@ -1,5 +1,6 @@
-// Backend selection (see comm.h).
-#include "comm/comm.h"
+// Backend selection (see make_communicator.h).
+#include "comm/make_communicator.h"
+#include "comm/single_communicator.h"
 
 #include <cstdlib>
 #include <string>

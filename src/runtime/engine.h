@@ -18,13 +18,31 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpointer.h"
-#include "precision/gradient_spans.h"
-#include "precision/overflow_summary.h"
-#include "runtime/engine_builder.h"
+#include "checkpoint/load_options.h"
+#include "config/config.h"
+#include "runtime/param_group.h"
+#include "runtime/step_counters.h"
 #include "runtime/stop_request.h"
 
+// The parts are the engine's business: the public API names them, users include their headers.
 namespace ds {
+class MemoryLedger;
+struct EngineParts;
+struct StepSnapshot;
+namespace checkpoint { struct EngineStates; }
+namespace nn { class ActivationCheckpointing; class LayerList; }
+namespace parallel { class Topology; }
+namespace precision { class LossScaler; }
+namespace zero { struct DtypePlan; struct ZeroPlan; class FlatParameters; class ModelStates; class FlatOptimizer; }
+namespace comm { class Communicator; }
+
+// What the caller may give instead of the defaults (tests give their own communicator or topology).
+struct EngineOptions {
+  std::vector<ParamGroup> param_groups;
+  nn::LayerList* layers = nullptr;               // the model's LayerList, when it has one (stage 3 walks it)
+  std::shared_ptr<comm::Communicator> comm;      // default: the launcher's world
+  std::shared_ptr<parallel::Topology> topology;  // default: one over `comm` from the config's sizes
+};
 
 class Engine {
  public:
@@ -39,34 +57,32 @@ class Engine {
   void step();
 
   bool is_gradient_accumulation_boundary() const;
-  int64_t global_steps() const { return global_steps_; }
-  int64_t global_samples() const { return global_samples_; }
-  int64_t micro_steps() const { return micro_steps_; }
-  int64_t skipped_steps() const { return skipped_steps_; }
-  bool was_step_applied() const { return last_step_applied_; }
+  // The counters and the last step's outcome (runtime/step_counters.h says what each is).
+  int64_t global_steps() const { return n_.global_steps; }
+  int64_t global_samples() const { return n_.global_samples; }
+  int64_t micro_steps() const { return n_.micro_steps; }
+  int64_t skipped_steps() const { return n_.skipped_steps; }
+  bool was_step_applied() const { return n_.last_step_applied; }
   std::vector<double> get_lr() const;
   std::vector<std::array<double, 2>> get_mom() const;
-  double loss_scale() const { return p_.scaler->scale(); }
-  // The unscaled global gradient norm of the last step (-1 when not computed or inf/NaN).
-  double get_global_grad_norm() const { return last_grad_norm_; }
-  // Mean loss of the last completed global step (sum over micro-steps of loss/GAS).
-  double last_loss() const { return last_loss_; }
+  double loss_scale() const;
+  double get_global_grad_norm() const { return n_.last_grad_norm; }
+  double last_loss() const { return n_.last_loss; }
   // Graceful stop (runtime/stop_request.h): request_stop() on any rank, or a SIGTERM/SIGINT after
   // ds::install_stop_signal_handlers(), makes stop_requested() true on every rank at the same
   // accumulation boundary; the loop then saves a checkpoint and ends. stop_signal(): SIGTERM, SIGINT or 0.
   void request_stop() { stop_.request(); }
   bool stop_requested() const { return stop_.agreed(); }
   int stop_signal() const { return stop_.signal(); }
-  // ZeRO-Offload overlap: optimizer sub-groups stepped during backward so far (0 when it is off).
-  int64_t overlapped_sub_group_steps() const { return overlapped_sub_group_steps_; }
+  int64_t overlapped_sub_group_steps() const { return n_.overlapped_sub_group_steps; }
 
   int64_t train_batch_size() const { return config().train_batch_size; }
   int64_t train_micro_batch_size_per_gpu() const { return config().train_micro_batch_size_per_gpu; }
   int64_t gradient_accumulation_steps() const { return config().gradient_accumulation_steps; }
-  int world_size() const { return p_.topology->world_size(); }
-  int rank() const { return p_.topology->rank(); }
-  comm::Communicator& communicator() { return p_.topology->world(); }
-  const parallel::Topology& topology() const { return *p_.topology; }
+  int world_size() const;
+  int rank() const;
+  comm::Communicator& communicator();
+  const parallel::Topology& topology() const;
 
   // Checkpoints (docs/checkpoint.md): every rank calls these, after engine.step() at an accumulation
   // boundary. save writes <dir>/<tag>/ (tag "" = global_step<N>) atomically and then <dir>/latest;
@@ -80,21 +96,21 @@ class Engine {
   // safetensors file written by rank 0; at stage 3 parameters are gathered one at a time.
   void save_16bit_model(const std::string& dir, const std::string& file = "model.safetensors");
 
-  const Config& config() const { return *p_.config; }
+  const Config& config() const;
   torch::nn::Module& module() { return *module_; }
-  torch::Device device() const { return p_.device; }
-  const zero::DtypePlan& dtypes() const { return p_.dtypes; }
-  const zero::ZeroPlan& zero_plan() const { return p_.zero; }
+  torch::Device device() const;
+  const zero::DtypePlan& dtypes() const;
+  const zero::ZeroPlan& zero_plan() const;
   // Stages 0-2: the flat parameter buffers (throws at stage 3, where parameters are sharded).
   const zero::FlatParameters& flat_parameters() const;
   // Where this rank's model states live (the ZeRO stage's implementation).
-  zero::ModelStates& model_states() { return *p_.states; }
-  const zero::ModelStates& model_states() const { return *p_.states; }
-  const zero::FlatOptimizer* optimizer() const { return p_.optimizer.get(); }
-  const precision::LossScaler& loss_scaler() const { return *p_.scaler; }
+  zero::ModelStates& model_states();
+  const zero::ModelStates& model_states() const;
+  const zero::FlatOptimizer* optimizer() const;
+  const precision::LossScaler& loss_scaler() const;
   // Activation checkpointing over the LayerList (null when the config does not ask for it).
-  const nn::ActivationCheckpointing* activation_checkpointing() const { return p_.activation_checkpointing.get(); }
-  const MemoryLedger& memory() const { return *p_.ledger; }
+  const nn::ActivationCheckpointing* activation_checkpointing() const;
+  const MemoryLedger& memory() const;
   std::string memory_report() const;
 
  protected:
@@ -107,7 +123,6 @@ class Engine {
   void publish_overlapped_step();
   void arm_overlapped_step();
   void apply_schedule();
-  precision::GradientSpans gradient_spans() const;
   StepSnapshot snapshot() const;
   checkpoint::EngineStates checkpoint_parts();
   nlohmann::json engine_state_json() const;
@@ -115,19 +130,10 @@ class Engine {
 
   std::shared_ptr<torch::nn::Module> module_;  // first: the parts refer to it
   nn::LayerList* layers_ = nullptr;
-  EngineParts p_;
-  precision::OverflowSummary overflow_summary_;
+  std::unique_ptr<EngineParts> p_;  // built once (runtime/engine_builder.h)
   StopRequest stop_;               // agreed at each accumulation boundary
   bool step_in_flight_ = false;    // this boundary's optimizer step already ran during backward
-  int64_t overlapped_sub_group_steps_ = 0;
-  int64_t global_steps_ = 0;
-  int64_t global_samples_ = 0;
-  int64_t micro_steps_ = 0;
-  int64_t skipped_steps_ = 0;
-  bool last_step_applied_ = false;
-  double last_grad_norm_ = -1.0;
-  double loss_accum_ = 0.0;  // sum over this step's micro-batches of loss/GAS
-  double last_loss_ = 0.0;
+  StepCounters n_;
 };
 
 // The model's LayerList, for models that expose one as `layers()` (GPT2 does).
@@ -142,7 +148,7 @@ template <class M>
 class ModelEngine : public Engine {
  public:
   ModelEngine(std::shared_ptr<M> model, Config config, std::vector<ParamGroup> groups = {})
-      : Engine(model, std::move(config), {std::move(groups), layer_list_of(*model)}), model_(std::move(model)) {}
+      : Engine(model, std::move(config), options(std::move(groups), layer_list_of(*model))), model_(std::move(model)) {}
 
   template <class... Args>
   auto forward(Args&&... args) {
@@ -156,6 +162,12 @@ class ModelEngine : public Engine {
   std::shared_ptr<M> model_ptr() const { return model_; }
 
  private:
+  static EngineOptions options(std::vector<ParamGroup> groups, nn::LayerList* layers) {
+    EngineOptions o;
+    o.param_groups = std::move(groups);
+    o.layers = layers;
+    return o;
+  }
   std::shared_ptr<M> model_;
 };
 

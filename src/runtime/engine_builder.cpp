@@ -9,6 +9,7 @@
 #include "runtime/host_setup.h"
 #include "runtime/memory_budget.h"
 #include "runtime/output_paths.h"
+#include "runtime/trainable_params.h"
 #include "util/error.h"
 #include "util/logging.h"
 #include "zero/collectives.h"

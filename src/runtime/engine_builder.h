@@ -7,34 +7,24 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <vector>
 
-#include "comm/communicator.h"
 #include "config/config.h"
 #include "config/zero_plan.h"
 #include "nn/activation_checkpointing.h"
-#include "nn/layer_list.h"
 #include "offload/host_memory.h"
 #include "optim/lr_schedules.h"
 #include "parallel/topology.h"
 #include "precision/loss_scaler.h"
+#include "precision/overflow_summary.h"
 #include "precision/step_guard.h"
+#include "runtime/engine.h"
 #include "runtime/step_telemetry.h"
-#include "runtime/trainable_params.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
 #include "zero/flat_optimizer.h"
 #include "zero/model_states.h"
 
 namespace ds {
-
-// What the caller may give instead of the defaults (tests give their own communicator or topology).
-struct EngineOptions {
-  std::vector<ParamGroup> param_groups;
-  nn::LayerList* layers = nullptr;                 // the model's LayerList, when it has one (stage 3 walks it)
-  std::shared_ptr<comm::Communicator> comm;        // default: the launcher's world
-  std::shared_ptr<parallel::Topology> topology;    // default: one over `comm` from the config's sizes
-};
 
 struct EngineParts {
   std::shared_ptr<const Config> config;
@@ -51,6 +41,7 @@ struct EngineParts {
   std::unique_ptr<precision::StepGuard> guard;
   std::unique_ptr<StepTelemetry> telemetry;
   std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing;
+  precision::OverflowSummary overflow_summary;     // folds the start-up run of skipped steps into one line
 
   // The group ZeRO partitions over and averages gradients in (the world with every size 1).
   comm::Communicator& data_parallel() const { return topology->data_parallel(); }

@@ -2,51 +2,49 @@
 // parts' states around the checkpoint sequence (checkpoint/checkpointer.h).
 #include <fmt/format.h>
 
+#include "checkpoint/checkpointer.h"
 #include "checkpoint/layout.h"
 #include "runtime/engine.h"
+#include "runtime/engine_builder.h"
 #include "util/error.h"
 #include "util/logging.h"
 
 namespace ds {
 
 checkpoint::EngineStates Engine::checkpoint_parts() {
-  return {p_.data_parallel(), *module_, *p_.states, p_.optimizer.get(), config(), p_.dtypes.model};
+  return {p_->data_parallel(), *module_, *p_->states, p_->optimizer.get(), config(), p_->dtypes.model};
 }
 
 nlohmann::json Engine::engine_state_json() const {
-  nlohmann::json st = {{"global_steps", global_steps_}, {"global_samples", global_samples_},
-                       {"skipped_steps", skipped_steps_}, {"micro_steps", micro_steps_},
-                       {"loss_scaler", p_.scaler->state_json()}, {"batch", checkpoint::batch_json(config())}};
-  if (p_.scheduler) st["lr_scheduler"] = p_.scheduler->state_json();
-  if (p_.optimizer) st["optimizer"] = p_.optimizer->state_json();
+  nlohmann::json st = counters_json(n_);
+  st["loss_scaler"] = p_->scaler->state_json();
+  st["batch"] = checkpoint::batch_json(config());
+  if (p_->scheduler) st["lr_scheduler"] = p_->scheduler->state_json();
+  if (p_->optimizer) st["optimizer"] = p_->optimizer->state_json();
   return st;
 }
 
 void Engine::restore_engine_state(const nlohmann::json& st, const LoadOptions& options) {
-  global_steps_ = st.at("global_steps");
-  global_samples_ = st.at("global_samples");
-  skipped_steps_ = st.at("skipped_steps");
-  micro_steps_ = global_steps_ * config().gradient_accumulation_steps;  // saved at a boundary
-  loss_accum_ = 0.0;
-  if (!p_.scaler->load_state_json(st.at("loss_scaler")))
+  restore_counters(n_, st, config().gradient_accumulation_steps);
+  if (!p_->scaler->load_state_json(st.at("loss_scaler")))
     log::warn("load_checkpoint: the checkpoint's loss scaler is of another kind than this config's (fp16 settings "
               "changed); keeping this run's scaler at scale {}",
-              p_.scaler->scale());
-  if (p_.optimizer && options.load_optimizer_states && st.contains("optimizer"))
-    p_.optimizer->load_state_json(st.at("optimizer"));
-  if (p_.scheduler && options.load_lr_scheduler_states && st.contains("lr_scheduler")) {
-    p_.scheduler->load_state_json(st.at("lr_scheduler"));
+              p_->scaler->scale());
+  if (p_->optimizer && options.load_optimizer_states && st.contains("optimizer"))
+    p_->optimizer->load_state_json(st.at("optimizer"));
+  if (p_->scheduler && options.load_lr_scheduler_states && st.contains("lr_scheduler")) {
+    p_->scheduler->load_state_json(st.at("lr_scheduler"));
     apply_schedule();
   }
 }
 
 std::string Engine::save_checkpoint(const std::string& dir, const std::string& tag, const nlohmann::json& client_state,
                                     bool save_latest) {
-  checkpoint::check_save_at_boundary(micro_steps_, config().gradient_accumulation_steps);
-  const std::string resolved = tag.empty() ? checkpoint::default_tag(global_steps_) : tag;
+  checkpoint::check_save_at_boundary(n_.micro_steps, config().gradient_accumulation_steps);
+  const std::string resolved = tag.empty() ? checkpoint::default_tag(n_.global_steps) : tag;
   const std::string out =
       checkpoint::save(checkpoint_parts(), {dir, resolved, engine_state_json(), client_state, save_latest});
-  log::info("saved checkpoint {} (global step {}, {} rank file{})", out, global_steps_, world_size(),
+  log::info("saved checkpoint {} (global step {}, {} rank file{})", out, n_.global_steps, world_size(),
             world_size() == 1 ? "" : "s");
   return out;
 }
@@ -60,7 +58,7 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
     checkpoint::warn_if_global_batch_changed(loaded->engine_state, config(), loaded->path);
   }
   log::info("loaded checkpoint {} (saved at world {}, ZeRO stage {}; now world {}, stage {}; global step {})",
-            loaded->path, loaded->dp_world_size, loaded->zero_stage, world_size(), p_.zero.stage, global_steps_);
+            loaded->path, loaded->dp_world_size, loaded->zero_stage, world_size(), p_->zero.stage, n_.global_steps);
   return LoadResult{loaded->path, loaded->client_state};
 }
 

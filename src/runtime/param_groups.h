@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/trainable_params.h"
+#include "runtime/param_group.h"
 
 namespace ds {
 

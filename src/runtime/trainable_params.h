@@ -4,22 +4,14 @@
 
 #include <torch/torch.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/param_group.h"
 #include "util/memory_ledger.h"
 #include "zero/flat_params.h"
 
 namespace ds {
-
-// A user param group: the dotted names it holds and what it overrides. Every trainable parameter
-// must be in exactly one group when groups are given (else a ConfigError names it).
-struct ParamGroup {
-  std::vector<std::string> params;
-  std::optional<double> lr;
-  std::optional<double> weight_decay;
-};
 
 // Throws ConfigError("param_groups", ...) naming a parameter listed twice, one in no group, or a
 // name that is not a parameter; Error when nothing is trainable. Frozen parameters are recorded in

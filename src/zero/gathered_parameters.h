@@ -13,27 +13,19 @@
 #include <utility>
 #include <vector>
 
-#include "zero/model_states.h"
-
 namespace ds::zero {
+
+class ModelStates;
 
 class GatheredParameters {
  public:
-  GatheredParameters(ModelStates& states, std::vector<std::string> names = {})
-      : states_(states), names_(std::move(names)) {
-    states_.hold(names_);
-  }
+  GatheredParameters(ModelStates& states, std::vector<std::string> names = {});
   // Any engine (ds::Engine exposes model_states()).
   template <class E>
     requires requires(E& e) { e.model_states(); }
   explicit GatheredParameters(E& engine, std::vector<std::string> names = {})
       : GatheredParameters(engine.model_states(), std::move(names)) {}
-  ~GatheredParameters() {
-    try {
-      states_.unhold(names_);
-    } catch (...) {  // destructors never throw; release failures leave parameters gathered (memory only)
-    }
-  }
+  ~GatheredParameters();
   GatheredParameters(const GatheredParameters&) = delete;
   GatheredParameters& operator=(const GatheredParameters&) = delete;
 

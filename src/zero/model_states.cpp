@@ -7,6 +7,16 @@
 
 namespace ds::zero {
 
+precision::GradientSpans ModelStates::gradient_spans() const {
+  precision::GradientSpans grads;
+  grads.partitioned = partitioned();
+  for (size_t g = 0; g < num_groups(); ++g) {
+    grads.flat.push_back(local_grads(g));
+    for (const auto& s : local_layout(g).slots) grads.pieces.push_back({s.name, g, s.offset, s.numel});
+  }
+  return grads;
+}
+
 void ModelStates::write_back_range(size_t g, int64_t offset, const torch::Tensor& master) {
   if (write_back_staging_.empty()) write_back_staging_.resize(num_groups());
   const int64_t n = local_layout(g).padded_numel;

@@ -24,6 +24,7 @@
 #include "nn/layer_list.h"
 #include "offload/host_memory.h"
 #include "offload/param_swapper.h"
+#include "precision/gradient_spans.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
 #include "zero/flat_params.h"
@@ -63,6 +64,8 @@ class ModelStates {
   virtual torch::Tensor local_grads(size_t g) const = 0;
   // True when local spans are partitions, so norms and overflow flags must be combined across ranks.
   virtual bool partitioned() const = 0;
+  // local_grads of every group with the named pieces in them, as the step-wide checks read them.
+  precision::GradientSpans gradient_spans() const;
 
   // After the optimizer: masters[g] (fp32, local span) is written to the 16-bit parameters and
   // the full parameters each rank needs are made current again.

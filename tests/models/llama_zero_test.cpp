@@ -13,6 +13,7 @@
 #include "models/pretrained.h"
 #include "models/token_data.h"
 #include "zero/gathered_parameters.h"
+#include "zero/model_states.h"
 
 namespace ds {
 namespace {

@@ -13,6 +13,7 @@
 #include "models/gpt2.h"
 #include "models/gpt2_hf.h"
 #include "models/token_data.h"
+#include "util/error.h"
 
 namespace ds {
 namespace {

@@ -16,7 +16,10 @@
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
+#include "util/error.h"
+#include "zero/flat_optimizer.h"
 #include "zero/gathered_parameters.h"
+#include "zero/model_states.h"
 
 namespace ds {
 namespace {

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
+#include "nn/activation_checkpointing.h"
 
 namespace ds {
 namespace {

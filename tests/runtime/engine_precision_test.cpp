@@ -9,6 +9,8 @@
 #include "models/gpt2.h"
 #include "models/token_data.h"
 #include "util/error.h"
+#include "util/memory_ledger.h"
+#include "zero/dtype_plan.h"
 
 namespace ds {
 namespace {

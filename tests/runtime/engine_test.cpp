@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "util/error.h"
+#include "util/memory_ledger.h"
+#include "zero/flat_params.h"
 
 namespace ds {
 namespace {

@@ -10,6 +10,7 @@
 #include "models/token_data.h"
 #include "parallel/topology.h"
 #include "zero/gathered_parameters.h"
+#include "zero/model_states.h"
 
 namespace ds {
 namespace {

@@ -11,8 +11,10 @@
 
 #include "comm/comm.h"
 #include "models/gpt2.h"
+#include "util/memory_ledger.h"
 #include "zero/gathered_parameters.h"
 #include "zero/memory_estimate.h"
+#include "zero/model_states.h"
 #include "zero/partition.h"
 
 #include <numeric>
