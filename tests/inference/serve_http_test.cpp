@@ -323,7 +323,10 @@ TEST_F(ServeLimits, ClientGoneMidStreamFreesItsKvBlocksAtOnce) {
   const auto t0 = std::chrono::steady_clock::now();
   Background b;
   start_stream(b, 60, "--max-time 0.3");  // 60 tokens would run 3 s (the timeout stops it at 1.5 s)
-  EXPECT_GT(metric(*server_, "ds_serve_kv_blocks_in_use"), 0);
+  bool held = false;  // the gauge follows the engine step by step
+  for (int i = 0; i < 100 && !held; ++i, std::this_thread::sleep_for(10ms))
+    held = metric(*server_, "ds_serve_kv_blocks_in_use") > 0;
+  EXPECT_TRUE(held) << "the stream never held KV blocks";
   b.wait();
   EXPECT_TRUE(wait_metric(*server_, "ds_serve_kv_blocks_in_use", 0, 3s));
   const double freed_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
