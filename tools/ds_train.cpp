@@ -1,5 +1,6 @@
 // ds-train: trains the built-in GPT-2 family on a text or token file through ds::initialize —
-// the README's main job and the smallest complete example of the public API.
+// the README's main job and the smallest complete example of the public API. With --model-dir it
+// fine-tunes a Hugging Face folder on JSON lines instead (train_sft.cpp).
 #include <deepspeed/deepspeed.h>
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "offload/huge_pages.h"
 #include "train_checks.h"
 #include "train_options.h"
+#include "train_sft.h"
 #include "util/error.h"
 #include "util/logging.h"
 #include "util/progress.h"
@@ -40,6 +42,7 @@ int stop(const ds::Engine& engine, int64_t step, const std::string& saved) {
 int run(int argc, char** argv) {
   ds::tools::TrainOptions opt;
   if (!ds::tools::parse_train_options(argc, argv, opt)) return 0;
+  if (!opt.model_dir.empty()) return ds::tools::run_sft(opt);  // fine-tuning a Hugging Face folder
 
   // Everything that can be checked from the options, the config and the data file is checked
   // before anything large is read or built (issue 22): shape, RAM for the model and one

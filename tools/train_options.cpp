@@ -19,7 +19,8 @@ constexpr int64_t kMaxSteps = 1ll << 40;
 }  // namespace
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
-  CLI::App app{"ds-train: train a GPT-2 family model on text with deepspeed.cpp"};
+  CLI::App app{"ds-train: train a GPT-2 family model on text, or fine-tune a Hugging Face folder on JSON lines "
+               "(--model-dir), with deepspeed.cpp"};
   o.config_path = std::string(DS_SOURCE_DIR) + "/examples/configs/ds_train.json";
   o.data_path = std::string(DS_SOURCE_DIR) + "/data/devils_dictionary.txt";
   std::string progress = "auto";
@@ -47,6 +48,18 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--save-interval,--save_interval", o.save_interval, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0, kMaxSteps));
   app.add_option("--load", o.load_dir, "resume from the checkpoint named by <dir>/latest (any world size)");
+  app.add_option("--model-dir", o.model_dir,
+                 "fine-tune this Hugging Face folder (config.json, safetensors, tokenizer.json) on --data JSON lines "
+                 "(docs/fine-tuning-data.md)");
+  bool pad = false;
+  auto* pack_flag = app.add_flag("--pack", o.pack, "with --model-dir: pack examples into full rows (the default)");
+  app.add_flag("--pad", pad, "with --model-dir: one example per row, padded")->excludes(pack_flag);
+  app.add_option("--max-seq-len,--max_seq_len", o.max_seq_len,
+                 "with --model-dir: row length in tokens; longer examples are truncated (default: the model's "
+                 "max positions, at most 1024)")
+      ->check(whole_number(2, kMaxSeq));
+  app.add_flag("--skip-bad-lines", o.skip_bad_lines, "with --model-dir: leave out malformed JSON lines (counted) "
+                                                       "instead of stopping at the first");
   bool no_progress = false;
   app.add_flag("--no_progress,--no-progress", no_progress, "same as --progress off");
   try {
@@ -60,6 +73,17 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   static const std::map<std::string, ProgressMode> modes = {
       {"auto", ProgressMode::Auto}, {"bar", ProgressMode::Bar}, {"lines", ProgressMode::Lines}, {"off", ProgressMode::Off}};
   o.progress = no_progress ? ProgressMode::Off : modes.at(progress);
+  if (!o.model_dir.empty()) {
+    o.pack = !pad;
+    if (app.count("--data") == 0)
+      throw Error("--model-dir needs --data FILE.jsonl (lines of {\"text\"}, {\"prompt\",\"completion\"} or "
+                  "{\"messages\"}; docs/fine-tuning-data.md)");
+    for (const char* shape : {"--model", "--layers", "--heads", "--embd", "--vocab", "--seq"})
+      if (app.count(shape)) throw Error(std::string(shape) + " shapes the built-in GPT-2; with --model-dir the shape is "
+                                        "the folder's config.json (use --max-seq-len for the row length)");
+  } else if (o.pack || pad || o.max_seq_len || o.skip_bad_lines) {
+    throw Error("--pack, --pad, --max-seq-len and --skip-bad-lines need --model-dir DIR (fine-tuning a Hugging Face model)");
+  }
   return true;
 }
 

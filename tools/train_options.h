@@ -22,6 +22,11 @@ struct TrainOptions {
   std::string save_dir;       // checkpoints: every save_interval steps (0: at the end only) and at the end
   int64_t save_interval = 0;
   std::string load_dir;       // resume from <load_dir>/latest; --steps counts from the start of training
+  // Fine-tuning (--model-dir): a Hugging Face folder and JSON-lines data (tools/train_sft.cpp).
+  std::string model_dir;
+  bool pack = false;          // --pack (default) or --pad
+  int64_t max_seq_len = 0;    // 0: min(the model's max positions, 1024)
+  bool skip_bad_lines = false;
 };
 
 // Parses argv; returns false when --help was printed. Throws CLI errors as ds::Error.

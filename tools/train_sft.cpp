@@ -1,0 +1,132 @@
+#include "train_sft.h"
+
+#include <deepspeed/deepspeed.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "data/distributed_sampler.h"
+#include "data/sft_batching.h"
+#include "data/sft_dataset.h"
+#include "models/pretrained.h"
+#include "train_checks.h"
+#include "util/error.h"
+#include "util/progress.h"
+#include "util/stop_signal.h"
+#include "util/system_info.h"
+
+namespace ds::tools {
+namespace {
+
+torch::Tensor as_tensor(const std::vector<int64_t>& v, const data::TokenRows& r) {
+  return torch::tensor(v, torch::kLong).view({r.rows, r.seq});
+}
+
+// The model's context length from its config.json (GPT-2 spells it n_positions).
+int64_t max_positions(const nlohmann::json& hf) {
+  for (const char* key : {"max_position_embeddings", "n_positions"})
+    if (hf.contains(key) && hf[key].is_number_integer()) return hf[key].get<int64_t>();
+  return 1024;
+}
+
+}  // namespace
+
+int run_sft(const TrainOptions& opt) {
+  // Cheap checks first: the folder's config, the row length, the tokenizer, the data, --save.
+  const nlohmann::json hf = models::read_hf_config(opt.model_dir);
+  const int64_t limit = max_positions(hf);
+  const int64_t seq = opt.max_seq_len ? opt.max_seq_len : std::min<int64_t>(limit, 1024);
+  if (seq > limit)
+    throw ConfigError("--max-seq-len", fmt::format("{} exceeds the model's {} positions ({}/config.json); use at most {}",
+                                                   seq, limit, opt.model_dir, limit));
+  auto tok = data::load_tokenizer(opt.model_dir);
+  data::SftReadOptions read{.max_tokens = static_cast<size_t>(seq), .skip_bad_lines = opt.skip_bad_lines};
+  const data::SftDataset ds = data::read_sft_jsonl(opt.data_path, *tok, read);
+  const int64_t vocab = hf.value("vocab_size", int64_t{0});
+  for (const auto& ex : ds.examples)
+    for (int32_t id : ex.ids)
+      if (id >= vocab)
+        throw ConfigError(opt.data_path, fmt::format("token id {} from {}'s tokenizer is outside the model's vocab_size {}",
+                                                     id, opt.model_dir, vocab));
+  const auto items = opt.pack ? data::pack_examples(ds.examples, seq) : data::one_per_row(ds.examples);
+  Config config = load_config_file(opt.config_path, comm::launcher_world_size());
+  const bool drop_last = config.dataloader_drop_last;
+  check_save_dir(opt.save_dir);
+
+  install_stop_signal_handlers();
+  torch::manual_seed(opt.seed);
+  std::shared_ptr<models::CausalLM> model = models::from_pretrained(opt.model_dir);
+  if (opt.pack && !model->supports_sequence_layout())
+    throw NotSupported(model->model_type() + " (" + opt.model_dir + ") cannot take packed rows (positions and attention per document); use --pad");
+  auto engine = initialize(model, std::move(config));
+  const int64_t micro = engine.train_micro_batch_size_per_gpu(), gas = engine.gradient_accumulation_steps();
+  const int rank = engine.rank(), world = engine.world_size();
+  data::SampledBatches batches(
+      data::DistributedSampler(static_cast<int64_t>(items.size()), {.world_size = world, .rank = rank, .seed = opt.seed}),
+      micro, drop_last);
+  const int32_t pad_id = tok->special_id(tok->special_tokens().pad).value_or(
+      tok->special_id(tok->special_tokens().eos).value_or(0));
+  if (rank == 0) {
+    std::printf("model: %s\ndata: %s\nrows: %zu %s %lld tokens; %lld micro-batches per epoch per rank "
+                "(micro %lld x GAS %lld x %d ranks)\n",
+                model->describe().c_str(), ds.describe().c_str(), items.size(),
+                opt.pack ? "packed rows of" : "padded rows (to the longest of each micro-batch) of at most",
+                static_cast<long long>(seq), static_cast<long long>(batches.batches_per_epoch()),
+                static_cast<long long>(micro), static_cast<long long>(gas), world);
+    std::fflush(stdout);
+  }
+
+  const nlohmann::json client_state = {{"model", {{"type", model->model_type()}, {"dir", opt.model_dir}}},
+                                       {"seed", opt.seed}};
+  int64_t first_step = 0;
+  if (!opt.load_dir.empty()) {
+    auto loaded = engine.load_checkpoint(opt.load_dir);
+    DS_CHECK(loaded.has_value(), IoError, "--load " + opt.load_dir + ": no 'latest' file there (nothing to resume)");
+    first_step = engine.global_steps();
+    check_resume_step(first_step, opt.steps, opt.load_dir);
+    if (rank == 0) std::printf("resumed from %s at global step %lld\n", loaded->path.c_str(), static_cast<long long>(first_step));
+  }
+  ProgressReporter progress({opt.steps, rank == 0 ? opt.progress : ProgressMode::Off,
+                             std::max<int64_t>(1, opt.steps / 20), stdout});
+  double first_loss = 0.0, tokens = 0.0;
+  const auto t_start = std::chrono::steady_clock::now();
+  int64_t step = first_step;
+  for (; step < opt.steps && !engine.stop_requested(); ++step) {
+    for (int64_t m = 0; m < gas; ++m) {
+      // Micro-batch k of this rank's shard, counted from the start of training: a resumed run
+      // continues where the checkpointed one stopped.
+      const auto picked = batches.batch(step * gas + m);
+      const auto rows = data::build_rows(ds.examples, items, picked, opt.pack ? seq : 0, pad_id);
+      if (opt.pack)
+        model->set_sequence_layout(models::SequenceLayout::from_segments(as_tensor(rows.segment_ids, rows),
+                                                                         as_tensor(rows.position_ids, rows)));
+      auto loss = engine.forward(as_tensor(rows.input_ids, rows), as_tensor(rows.targets, rows));
+      engine.backward(loss);
+      engine.step();
+      tokens += static_cast<double>(rows.rows * rows.seq);
+    }
+    if (step == first_step) first_loss = engine.last_loss();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    auto lr = engine.get_lr();
+    progress.update({step + 1, engine.last_loss(), lr.empty() ? 0.0 : lr[0], tokens / std::max(secs, 1e-9),
+                     current_rss_bytes()});
+    if (!opt.save_dir.empty() && opt.save_interval > 0 && (step + 1) % opt.save_interval == 0 && step + 1 < opt.steps)
+      engine.save_checkpoint(opt.save_dir, "", client_state);
+  }
+  progress.finish();
+  if (!opt.save_dir.empty() && engine.global_steps() > first_step) {
+    const std::string where = engine.save_checkpoint(opt.save_dir, "", client_state);
+    if (rank == 0) std::printf("saved %s\n", where.c_str());
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (rank == 0)
+    std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s (rank 0, padding included), peak RSS %s\n",
+                static_cast<long long>(step - first_step), format_duration(total).c_str(), first_loss,
+                engine.last_loss(), tokens / std::max(total, 1e-9), format_bytes(peak_rss_bytes()).c_str());
+  std::fflush(stdout);
+  if (step < opt.steps) return opt.save_dir.empty() ? 128 + engine.stop_signal() : 0;  // stopped by a signal
+  return 0;
+}
+
+}  // namespace ds::tools
