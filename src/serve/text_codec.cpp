@@ -1,13 +1,7 @@
 #include "serve/text_codec.h"
 
-#include <nlohmann/json.hpp>
-
-#include <fstream>
-
-#include "data/hf_tokenizer.h"
 #include "data/unicode.h"
 #include "serve/api_error.h"
-#include "util/error.h"
 
 namespace ds::serve {
 
@@ -19,61 +13,10 @@ TextCodec TextCodec::bytes() {
   return c;
 }
 
-namespace {
-
-// A special token of tokenizer_config.json: a string or an AddedToken object {"content": ...}.
-std::string token_text(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"];
-  return "";
-}
-
-// chat_template: a string, or a list of {"name", "template"} (the "default" one).
-std::string chat_template_text(const nlohmann::json& config) {
-  auto it = config.find("chat_template");
-  if (it == config.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_array())
-    for (const auto& e : *it)
-      if (e.value("name", "") == "default" && e.contains("template")) return e["template"].get<std::string>();
-  return "";
-}
-
-// tokenizer.json with tokenizer_config.json's special tokens and chat template, as
-// data::load_tokenizer reads them. load_tokenizer itself is not called: it links SentencePiece,
-// whose bundled protobuf clashes with LibTorch's libprotobuf in one process (a crash at start).
-std::shared_ptr<data::Tokenizer> load_hf_tokenizer(const fs::path& dir) {
-  std::shared_ptr<data::Tokenizer> tok = data::HfTokenizer::from_file(dir / "tokenizer.json");
-  nlohmann::json config = nlohmann::json::object();
-  if (const fs::path cfg = dir / "tokenizer_config.json"; fs::exists(cfg)) {
-    std::ifstream in(cfg);
-    DS_CHECK(in, IoError, cfg.string() + ": cannot open (check its permissions)");
-    config = nlohmann::json::parse(in, nullptr, false);
-    if (!config.is_object()) throw ConfigError(cfg.string(), "not a JSON object (is the file complete?)");
-  }
-  data::SpecialTokens special = tok->special_tokens();
-  for (auto [key, field] : {std::pair{"bos_token", &special.bos}, {"eos_token", &special.eos},
-                            {"pad_token", &special.pad}, {"unk_token", &special.unk}})
-    if (std::string t = token_text(config, key); !t.empty()) *field = t;
-  tok->set_special_tokens(special);
-  tok->set_chat_template(chat_template_text(config));
-  return tok;
-}
-
-}  // namespace
-
 TextCodec TextCodec::from_model_dir(const fs::path& dir) {
-  if (!fs::exists(dir / "tokenizer.json")) {
-    DS_CHECK(!fs::exists(dir / "tokenizer.model"), NotSupported,
-             (dir / "tokenizer.model").string() +
-                 ": SentencePiece tokenizers are not served yet (libsentencepiece's bundled protobuf clashes with "
-                 "LibTorch's in one process); give the folder the model's tokenizer.json");
-    return bytes();
-  }
+  if (!fs::exists(dir / "tokenizer.json") && !fs::exists(dir / "tokenizer.model")) return bytes();
   TextCodec c;
-  c.tokenizer_ = load_hf_tokenizer(dir);
+  c.tokenizer_ = data::load_tokenizer(dir);
   if (c.tokenizer_->chat_template().empty()) {
     c.chat_error_ = "the model folder's tokenizer_config.json has no chat_template";
   } else {
