@@ -10,11 +10,11 @@
 #include <string_view>
 
 #include "comm/communicator.h"
+#include "nn/tensor_buffer.h"
 
 namespace ds::zero {
 
-// The comm layer's view of a contiguous CPU tensor.
-comm::Buffer as_buffer(const torch::Tensor& t);
+using nn::as_buffer;  // the comm layer's view of a contiguous CPU tensor
 
 // DeepSpeed's averaging knobs: gradient_predivide_factor and prescale_gradients.
 struct Averaging {
