@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_checks.h"
+#include "inference_cli.h"
 #include "inference/pipeline.h"
 #include "models/gpt2.h"
 #include "util/error.h"
@@ -74,19 +75,7 @@ int main(int argc, char** argv) {
   app.add_flag("--ignore-eos", sp.ignore_eos, "keep generating past the model's eos_token_id");
   app.add_option("--logprobs", logprobs, "print each token's logprob and this many alternatives")
       ->check(ds::tools::whole_number(0, 20));
-  app.add_option("--kv-block-size", eo.kv_block_size, "tokens per KV block")->capture_default_str()
-      ->check(ds::tools::whole_number(1, 1 << 16));
-  app.add_option("--num-kv-blocks", eo.num_kv_blocks, "KV blocks (0: from --kv-cache-mib)")->capture_default_str()
-      ->check(ds::tools::whole_number(0, 1 << 30));
-  app.add_option("--kv-cache-mib", eo.kv_cache_mib, "KV cache size when --num-kv-blocks is 0")->capture_default_str()
-      ->check(ds::tools::whole_number(1, 1 << 30));
-  app.add_option("--max-ragged-batch-size", eo.scheduler.max_ragged_batch_size, "tokens per forward")
-      ->capture_default_str()->check(ds::tools::whole_number(1, 1 << 24));
-  app.add_option("--max-ragged-sequence-count", eo.scheduler.max_ragged_sequence_count, "sequences per forward")
-      ->capture_default_str()->check(ds::tools::whole_number(1, 1 << 24));
-  app.add_flag("--no-split-prompts", no_split, "run each prompt whole instead of Dynamic SplitFuse chunks");
-  app.add_flag("--prefix-caching", eo.scheduler.prefix_caching, "share full prompt blocks between requests");
-  app.add_flag("--bf16", bf16, "bf16 weights and KV cache (default fp32)");
+  ds::tools::add_inference_engine_options(app, eo, no_split, bf16);
   app.add_flag("--json", json, "one JSON object per prompt");
   CLI11_PARSE(app, argc, argv);
   // Keep freed heap memory mapped: each forward's temporaries would otherwise fault in fresh pages.

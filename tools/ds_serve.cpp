@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cli_checks.h"
+#include "inference_cli.h"
 #include "inference/pipeline.h"
 #include "models/pretrained.h"
 #include "serve/server.h"
@@ -50,19 +51,7 @@ int main(int argc, char** argv) {
   app.add_option("--shutdown-grace-s", so.shutdown_grace_s, "on SIGTERM, in-flight requests get this long to finish")
       ->capture_default_str()->check(ds::tools::real_number(0, 1e7));
   app.add_option("--seed", eo.seed, "seeds of requests that give none are drawn from this")->capture_default_str();
-  app.add_option("--kv-block-size", eo.kv_block_size, "tokens per KV block")->capture_default_str()
-      ->check(ds::tools::whole_number(1, 1 << 16));
-  app.add_option("--num-kv-blocks", eo.num_kv_blocks, "KV blocks (0: from --kv-cache-mib)")->capture_default_str()
-      ->check(ds::tools::whole_number(0, 1 << 30));
-  app.add_option("--kv-cache-mib", eo.kv_cache_mib, "KV cache size when --num-kv-blocks is 0")->capture_default_str()
-      ->check(ds::tools::whole_number(1, 1 << 30));
-  app.add_option("--max-ragged-batch-size", eo.scheduler.max_ragged_batch_size, "tokens per forward")
-      ->capture_default_str()->check(ds::tools::whole_number(1, 1 << 24));
-  app.add_option("--max-ragged-sequence-count", eo.scheduler.max_ragged_sequence_count, "sequences per forward")
-      ->capture_default_str()->check(ds::tools::whole_number(1, 1 << 24));
-  app.add_flag("--no-split-prompts", no_split, "run each prompt whole instead of Dynamic SplitFuse chunks");
-  app.add_flag("--prefix-caching", eo.scheduler.prefix_caching, "share full prompt blocks between requests");
-  app.add_flag("--bf16", bf16, "bf16 weights and KV cache (default fp32)");
+  ds::tools::add_inference_engine_options(app, eo, no_split, bf16);
   app.add_option("--step-delay-ms", step_delay_ms, "sleep this long after every engine step (for tests of limits)")
       ->capture_default_str()->check(ds::tools::whole_number(0, 60000));
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,30 @@
+// The inference engine's options, as ds-generate and ds-serve both take them (docs/inference.md).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli_checks.h"
+#include "inference/engine.h"
+
+namespace ds::tools {
+
+// --kv-block-size, --num-kv-blocks, --kv-cache-mib, --max-ragged-batch-size,
+// --max-ragged-sequence-count, --no-split-prompts, --prefix-caching, --bf16. `no_split` and `bf16`
+// are read after parsing (the caller sets eo.scheduler.split_prompts and the dtype from them).
+inline void add_inference_engine_options(CLI::App& app, inference::EngineOptions& eo, bool& no_split, bool& bf16) {
+  app.add_option("--kv-block-size", eo.kv_block_size, "tokens per KV block")->capture_default_str()
+      ->check(whole_number(1, 1 << 16));
+  app.add_option("--num-kv-blocks", eo.num_kv_blocks, "KV blocks (0: from --kv-cache-mib)")->capture_default_str()
+      ->check(whole_number(0, 1 << 30));
+  app.add_option("--kv-cache-mib", eo.kv_cache_mib, "KV cache size when --num-kv-blocks is 0")->capture_default_str()
+      ->check(whole_number(1, 1 << 30));
+  app.add_option("--max-ragged-batch-size", eo.scheduler.max_ragged_batch_size, "tokens per forward")
+      ->capture_default_str()->check(whole_number(1, 1 << 24));
+  app.add_option("--max-ragged-sequence-count", eo.scheduler.max_ragged_sequence_count, "sequences per forward")
+      ->capture_default_str()->check(whole_number(1, 1 << 24));
+  app.add_flag("--no-split-prompts", no_split, "run each prompt whole instead of Dynamic SplitFuse chunks");
+  app.add_flag("--prefix-caching", eo.scheduler.prefix_caching, "share full prompt blocks between requests");
+  app.add_flag("--bf16", bf16, "bf16 weights and KV cache (default fp32)");
+}
+
+}  // namespace ds::tools
