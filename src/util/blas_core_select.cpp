@@ -37,6 +37,14 @@ void say(const char* tool, const std::string& line) {
   std::fprintf(stderr, "%s: %s\n", tool, line.c_str());
 }
 
+// True when the decision is to set the core; otherwise says its line (a kept user value, another
+// BLAS, no vector units) unless the core is already the best.
+bool to_be_set(const BlasCoreDecision& d, const char* tool) {
+  if (d.action == BlasCoreAction::kSet) return true;
+  if (d.action != BlasCoreAction::kAlreadyBest) say(tool, d.message);
+  return false;
+}
+
 }  // namespace
 
 BlasCoreDecision current_blas_core_decision() {
@@ -45,17 +53,7 @@ BlasCoreDecision current_blas_core_decision() {
 
 void select_blas_core_or_reexec(char** argv, const char* tool) {
   const BlasCoreDecision d = current_blas_core_decision();
-  switch (d.action) {
-    case BlasCoreAction::kAlreadyBest:
-      return;
-    case BlasCoreAction::kKeepUser:
-    case BlasCoreAction::kNotOpenBlas:
-    case BlasCoreAction::kNoVectorUnits:
-      say(tool, d.message);
-      return;
-    case BlasCoreAction::kSet:
-      break;
-  }
+  if (!to_be_set(d, tool)) return;
   if (std::getenv(kReexecVar) != nullptr) {  // already re-executed once: OpenBLAS did not take the name
     say(tool, "OpenBLAS ignored " + std::string(kOpenBlasCoreVar) + "=" + d.core + " (" + d.message + ")");
     return;
@@ -70,18 +68,7 @@ void select_blas_core_or_reexec(char** argv, const char* tool) {
 
 void export_blas_core_for_ranks(const char* tool) {
   const BlasCoreDecision d = decide_blas_core(detect_cpu_features(), probe_blas_library(), user_core_value());
-  switch (d.action) {
-    case BlasCoreAction::kSet:
-      set_chosen(d.core);
-      return;
-    case BlasCoreAction::kAlreadyBest:
-      return;
-    case BlasCoreAction::kKeepUser:
-    case BlasCoreAction::kNotOpenBlas:
-    case BlasCoreAction::kNoVectorUnits:
-      say(tool, d.message);
-      return;
-  }
+  if (to_be_set(d, tool)) set_chosen(d.core);
 }
 
 }  // namespace ds
