@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char* kAllowedTypes = "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (exact case)";
 
-SchedulerType parse_type(const Json* v, Source src) {
+SchedulerType parse_scheduler_type(const Json* v, Source src) {
   const std::string path = "scheduler.type";
   if (v == nullptr) {
     throw ConfigError(path, std::string(src == Source::Auto ? "\"auto\" has no default here" : "missing") +
@@ -66,7 +66,7 @@ void read_lr(SectionReader& p, const char* key, double& out) {
   p.read(key, out, kNonNegativeReal);
 }
 
-void read_params(SectionReader& p, SchedulerType type, SchedulerParams& s) {
+void read_scheduler_params(SectionReader& p, SchedulerType type, SchedulerParams& s) {
   using T = SchedulerType;
   const std::string name = to_string(type);
   p.read("last_batch_iteration", s.last_batch_iteration, IntRange{-1});
@@ -128,10 +128,10 @@ void parse_scheduler(SectionReader& top, Config& cfg) {
     return;
   }
   SchedulerConfig sc;
-  sc.type = parse_type(sec.take("type"), sec.source_of("type"));
+  sc.type = parse_scheduler_type(sec.take("type"), sec.source_of("type"));
   top.ctx().record("scheduler.type", to_string(sc.type), Source::File);
   SectionReader p(top.ctx(), sec.raw("params"), "scheduler.params", UnknownKeys::Error);
-  read_params(p, sc.type, sc.params);
+  read_scheduler_params(p, sc.type, sc.params);
   if (sc.type == SchedulerType::WarmupLR || sc.type == SchedulerType::WarmupDecayLR) {
     // "auto" as Hugging Face's integration fills it: warmup_min_lr 0, warmup_max_lr the optimizer's lr.
     top.ctx().auto_meaningful.insert(p.key_path("warmup_min_lr"));

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "config/parse_sections.h"
 #include "util/error.h"
 
@@ -27,12 +29,26 @@ ParallelSizes read_parallel_sizes(SectionReader& top) {
 
   SectionReader tp(top.ctx(), top.raw("tensor_parallel"), "tensor_parallel", UnknownKeys::Warn);
   int64_t autotp = 0;
-  tp.read("autotp_size", autotp, IntRange{0, 1 << 20});
+  const bool autotp_given = tp.read("autotp_size", autotp, IntRange{0, 1 << 20});
+  // The legacy spelling: TPTrainingConfig's nested TPConfig ("tensor_parallel" or its alias "tp")
+  // with tp_size, read when autotp_size is not given; both given must agree.
+  tp.alias("tensor_parallel", "tp", /*deprecated=*/false);
+  SectionReader legacy(top.ctx(), tp.raw("tensor_parallel"), "tensor_parallel.tensor_parallel", UnknownKeys::Warn);
+  int64_t legacy_size = 1;
+  if (legacy.read("tp_size", legacy_size, IntRange{1, 1 << 20})) {
+    if (!autotp_given) autotp = legacy_size;
+    else if (autotp != legacy_size && !(autotp == 0 && legacy_size == 1))
+      throw ConfigError("tensor_parallel.autotp_size",
+                        fmt::format("{} disagrees with tensor_parallel.tensor_parallel.tp_size {} (the legacy "
+                                    "spelling of the same size); give one of them",
+                                    autotp, legacy_size));
+  }
+  for (const char* k : {"tp_grain_size", "mpu", "tp_group"}) legacy.mark_known(k);
+  legacy.finish();
   s.autotp_size = autotp == 0 ? 1 : int(autotp);
   // TPTrainingConfig's other keys only matter with autotp_size > 1.
-  for (const char* k : {"dtype", "tp_overlap_comm", "tensor_parallel", "tp", "injection_policy_tuple",
-                        "partition_config", "preset_model", "keep_module_on_host", "replace_with_kernel_inject",
-                        "kernel_inject"})
+  for (const char* k : {"dtype", "tp_overlap_comm", "injection_policy_tuple", "partition_config", "preset_model",
+                        "keep_module_on_host", "replace_with_kernel_inject", "kernel_inject"})
     tp.mark_known(k);
   tp.finish();
 

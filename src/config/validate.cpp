@@ -40,16 +40,14 @@ void warn_about_fp16_scales(ParseContext& ctx, const Config& cfg) {
 }
 
 // The triple is resolved for world / (pipeline.stages x sequence_parallel_size x autotp_size), as
-// DeepSpeed does, but the engine has no pipeline, Ulysses or tensor-parallel layer yet and would run
-// data parallelism over every rank: a different global batch. Refused until the engine uses them.
+// DeepSpeed does, but the engine has no pipeline or Ulysses layer yet and would run data parallelism
+// over every rank: a different global batch. Refused until the engine uses them (AutoTP it does).
 void refuse_unimplemented_parallelism(const Config& cfg) {
   const ParallelSizes& s = cfg.parallel_sizes;
   const std::pair<int, const char*> sizes[] = {{s.pipeline_stages, "pipeline.stages"},
-                                               {s.sequence_parallel_size, "sequence_parallel_size"},
-                                               {s.autotp_size, "tensor_parallel.autotp_size"}};
-  static constexpr const char* kWhat[] = {"pipeline parallelism", "Ulysses sequence parallelism",
-                                          "AutoTP tensor parallelism"};
-  for (int i = 0; i < 3; ++i) {
+                                               {s.sequence_parallel_size, "sequence_parallel_size"}};
+  static constexpr const char* kWhat[] = {"pipeline parallelism", "Ulysses sequence parallelism"};
+  for (int i = 0; i < 2; ++i) {
     if (sizes[i].first == 1) continue;
     throw NotSupported(fmt::format("{}: {} ({}) is not implemented by deepspeed.cpp's engine yet: it would run data "
                                    "parallelism over all {} ranks, not over the data-parallel world of {} that the "

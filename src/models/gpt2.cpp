@@ -17,18 +17,13 @@ torch::nn::LayerNorm make_layer_norm(int64_t n_embd) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd}).eps(kLayerNormEps));
 }
 
-std::string shape_str(const torch::Tensor& t) {
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "," : "") + std::to_string(t.size(d));
-  return s + "]";
-}
 
 // Token ids must be int64 [B,T] with 1 ≤ T ≤ n_positions and (checked on CPU, where it is
 // cheap) every id in [0, vocab_size).
 void check_tokens(const torch::Tensor& idx, const GPT2Config& cfg) {
   DS_CHECK(idx.defined() && idx.dim() == 2, Error,
            "GPT2: expected token ids of shape [batch, seq], got " +
-               (idx.defined() ? shape_str(idx) : std::string("an undefined tensor")));
+               (idx.defined() ? shape_str(idx.sizes()) : std::string("an undefined tensor")));
   DS_CHECK(idx.scalar_type() == torch::kLong, Error,
            std::string("GPT2: token ids must be int64, got ") + c10::toString(idx.scalar_type()));
   const int64_t t = idx.size(1);
@@ -52,18 +47,21 @@ std::vector<std::string> prefixed_names(torch::nn::Module& m, const std::string&
 
 }  // namespace
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head)
-    : n_head_(n_head) {
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head) : head_dim_(n_embd / n_head) {
   c_attn = register_module("c_attn", LoraLinear(n_embd, 3 * n_embd));
   c_proj = register_module("c_proj", LoraLinear(n_embd, n_embd));
+  c_attn->set_shard_unit(head_dim_);  // AutoTP keeps whole heads on each rank
+  c_proj->set_shard_unit(head_dim_);
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
-  const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-  const int64_t d = c / n_head_;
-  // [B,T,3C] → three [B,T,C] → [B,H,T,D]
-  auto qkv = c_attn(x).split(c, /*dim=*/2);
-  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, n_head_, d}).transpose(1, 2); };
+  const int64_t b = x.size(0), t = x.size(1);
+  const int64_t d = head_dim_;
+  // [B,T,3C'] → three [B,T,C'] → [B,H',T,D], C' = H'·D: this rank's heads (all of them without AutoTP).
+  auto qkv_all = c_attn(x);
+  const int64_t c = qkv_all.size(2) / 3, n_head = c / d;
+  auto qkv = qkv_all.split(c, /*dim=*/2);
+  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, n_head, d}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
   // scores [B,H,T,T]; position i may attend to j ≤ i only.
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
@@ -174,8 +172,8 @@ torch::Tensor GPT2Impl::forward(const torch::Tensor& idx) { return layers_.forwa
 
 torch::Tensor GPT2Impl::forward(const torch::Tensor& idx, const torch::Tensor& targets) {
   DS_CHECK(targets.defined() && targets.sizes() == idx.sizes(), Error,
-           "GPT2: targets " + (targets.defined() ? shape_str(targets) : std::string("undefined")) +
-               " must have the shape of the inputs " + shape_str(idx));
+           "GPT2: targets " + (targets.defined() ? shape_str(targets.sizes()) : std::string("undefined")) +
+               " must have the shape of the inputs " + shape_str(idx.sizes()));
   return lm_loss(forward(idx), targets);
 }
 

@@ -15,7 +15,8 @@
 
 namespace ds::models {
 
-// Causal multi-head self-attention. x [B,T,C] → [B,T,C].
+// Causal multi-head self-attention. x [B,T,C] → [B,T,C]. Under AutoTP c_attn holds this rank's
+// heads (of q, k and v) and c_proj reads them; the head count follows from c_attn's width.
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head);
@@ -25,7 +26,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   LoraLinear c_proj{nullptr};  // C → C (residual projection)
 
  private:
-  int64_t n_head_;
+  int64_t head_dim_;
 };
 TORCH_MODULE(CausalSelfAttention);
 

@@ -4,22 +4,15 @@
 #include <cmath>
 
 #include "models/attention.h"
+#include "models/hf_layers.h"
 #include "util/error.h"
 
 namespace ds::models {
 namespace {
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-}
-
-LoraLinear proj(int64_t in, int64_t out, bool bias) { return LoraLinear(in, out, bias); }  // LoRA-capable
-
-// HF's padding_idx: a negative pad_token_id counts from the end, as torch.nn.Embedding does.
-std::optional<int64_t> padding_row(const std::optional<int64_t>& pad, int64_t vocab) {
-  if (!pad) return std::nullopt;
-  return *pad < 0 ? *pad + vocab : *pad;
-}
+using hf::linear;
+using hf::padding_row;
+using hf::proj;
 
 }  // namespace
 
@@ -40,18 +33,20 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
   k_proj = register_module("k_proj", proj(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
   v_proj = register_module("v_proj", proj(c.hidden_size, kv_heads_ * head_dim_, c.qkv_bias));
   o_proj = register_module("o_proj", proj(heads_ * head_dim_, c.hidden_size, c.o_bias));
+  for (auto* p : {&q_proj, &k_proj, &v_proj, &o_proj}) (*p)->set_shard_unit(head_dim_);  // AutoTP: whole heads
 }
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                                           const torch::Tensor& blocked,
                                           std::optional<int64_t> sliding_window) {
   const int64_t b = x.size(0), t = x.size(1);
-  auto heads = [&](const torch::Tensor& z, int64_t n) { return z.view({b, t, n, head_dim_}).transpose(1, 2); };
-  auto q = apply_rotary(heads(q_proj(x), heads_), cos, sin);     // [B,H,T,D]
-  auto k = apply_rotary(heads(k_proj(x), kv_heads_), cos, sin);  // [B,Hkv,T,D]
-  auto v = heads(v_proj(x), kv_heads_);
+  // Head counts follow the projections' widths: this rank's heads under AutoTP (all without it).
+  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, z.size(2) / head_dim_, head_dim_}).transpose(1, 2); };
+  auto q = apply_rotary(heads(q_proj(x)), cos, sin);  // [B,H,T,D]
+  auto k = apply_rotary(heads(k_proj(x)), cos, sin);  // [B,Hkv,T,D]
+  auto v = heads(v_proj(x));
   auto y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)), sliding_window, blocked);
-  return o_proj(y.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+  return o_proj(y.transpose(1, 2).reshape({b, t, q.size(1) * head_dim_}));
 }
 
 LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& c) {

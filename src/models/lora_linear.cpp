@@ -7,10 +7,10 @@
 namespace ds::models {
 
 LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool bias)
-    : torch::nn::LinearImpl(torch::nn::LinearOptions(in, out).bias(bias)) {}
+    : parallel::TpLinearImpl(in, out, bias) {}
 
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor& x) {
-  auto y = torch::nn::functional::linear(x, weight, bias);
+  auto y = parallel::TpLinearImpl::forward(x);
   if (!has_adapter()) return y;
   const auto& a = lora_A->weight;
   auto h = x.scalar_type() == a.scalar_type() ? x : x.to(a.scalar_type());
@@ -21,6 +21,8 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor& x) {
 
 void LoraLinearImpl::add_adapter(int64_t r, double alpha, double dropout) {
   DS_CHECK(!has_adapter(), Error, "this Linear already has a LoRA adapter (apply LoRA once, or merge/remove first)");
+  DS_CHECK(split() == parallel::TpSplit::None, NotSupported,
+           "LoRA on a tensor-parallel slice is not supported (train the adapter without tensor_parallel.autotp_size)");
   DS_CHECK(r >= 1, Error, "LoRA rank r must be >= 1, got " + std::to_string(r));
   const int64_t in = weight.size(1), out = weight.size(0);
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(weight.device());

@@ -9,11 +9,14 @@
 
 #include <torch/torch.h>
 
+#include "parallel/tp_linear.h"
+
 namespace ds::models {
 
-class LoraLinearImpl : public torch::nn::LinearImpl {
+// A TpLinear: AutoTP can cut the base layer into a tensor-parallel slice (without an adapter).
+class LoraLinearImpl : public parallel::TpLinearImpl {
  public:
-  using torch::nn::LinearImpl::LinearImpl;
+  using parallel::TpLinearImpl::TpLinearImpl;
   LoraLinearImpl(int64_t in, int64_t out, bool bias);
 
   // The adapter computes in its own dtype (fp32 on a 16-bit base: x is cast in, the update cast

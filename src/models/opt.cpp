@@ -4,42 +4,37 @@
 #include <cmath>
 
 #include "models/attention.h"
+#include "models/hf_layers.h"
 #include "util/error.h"
 
 namespace ds::models {
 namespace {
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-}
-
-LoraLinear proj(int64_t in, int64_t out, bool bias) { return LoraLinear(in, out, bias); }  // LoRA-capable
+using hf::linear;
+using hf::padding_row;
+using hf::proj;
 
 torch::nn::LayerNorm layer_norm(const OPTConfig& c) {
   return torch::nn::LayerNorm(
       torch::nn::LayerNormOptions({c.hidden_size}).eps(1e-5).elementwise_affine(c.layer_norm_elementwise_affine));
 }
 
-std::optional<int64_t> padding_row(const std::optional<int64_t>& pad, int64_t vocab) {
-  if (!pad) return std::nullopt;
-  return *pad < 0 ? *pad + vocab : *pad;
-}
-
 }  // namespace
 
-OPTAttentionImpl::OPTAttentionImpl(const OPTConfig& c) : heads_(c.num_attention_heads) {
+OPTAttentionImpl::OPTAttentionImpl(const OPTConfig& c) : head_dim_(c.hidden_size / c.num_attention_heads) {
   k_proj = register_module("k_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
   v_proj = register_module("v_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
   q_proj = register_module("q_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
   out_proj = register_module("out_proj", proj(c.hidden_size, c.hidden_size, c.enable_bias));
+  for (auto* p : {&q_proj, &k_proj, &v_proj, &out_proj}) (*p)->set_shard_unit(head_dim_);  // AutoTP: whole heads
 }
 
 torch::Tensor OPTAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
-  const int64_t b = x.size(0), t = x.size(1), c = x.size(2), d = c / heads_;
-  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, heads_, d}).transpose(1, 2); };
+  const int64_t b = x.size(0), t = x.size(1), d = head_dim_;
+  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, z.size(2) / d, d}).transpose(1, 2); };
   auto y = causal_attention(heads(q_proj(x)), heads(k_proj(x)), heads(v_proj(x)),
                             1.0 / std::sqrt(static_cast<double>(d)), std::nullopt, blocked);
-  return out_proj(y.transpose(1, 2).reshape({b, t, c}));
+  return out_proj(y.transpose(1, 2).reshape({b, t, y.size(1) * d}));
 }
 
 OPTDecoderLayerImpl::OPTDecoderLayerImpl(const OPTConfig& c) : pre_ln_(c.do_layer_norm_before) {

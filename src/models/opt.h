@@ -23,7 +23,7 @@ class OPTAttentionImpl : public torch::nn::Module {
   LoraLinear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
 
  private:
-  int64_t heads_;
+  int64_t head_dim_;  // heads follow q_proj's width (this rank's heads under AutoTP)
 };
 TORCH_MODULE(OPTAttention);
 

@@ -13,7 +13,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
+double swap_seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -146,7 +146,7 @@ void OptimizerSwapper::wait_slot(Slot& s) {
     }
   }
   s.pending.clear();
-  (s.state == SlotState::Reading ? stats_.read_wait_s : stats_.write_wait_s) += seconds_since(t0);
+  (s.state == SlotState::Reading ? stats_.read_wait_s : stats_.write_wait_s) += swap_seconds_since(t0);
   // A finished read hands the buffers to the update; a finished write frees them.
   s.state = s.state == SlotState::Reading ? SlotState::Updating : SlotState::Free;
   if (first) {

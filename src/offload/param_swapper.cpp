@@ -12,7 +12,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double param_seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
@@ -52,7 +52,7 @@ aio::IoHandle ParamSwapper::read_async(size_t id, void* dst) {
 void ParamSwapper::wait_read(aio::IoHandle handle) {
   const auto t0 = Clock::now();
   io_.wait(handle);
-  stats_.read_wait_s += seconds_since(t0);
+  stats_.read_wait_s += param_seconds_since(t0);
 }
 
 void ParamSwapper::write_async(size_t id, aio::AlignedBuffer buffer) {
@@ -82,7 +82,7 @@ void ParamSwapper::wait_oldest_write() {
   try {
     io_.wait(w.handle);
   } catch (...) {
-    stats_.write_wait_s += seconds_since(t0);
+    stats_.write_wait_s += param_seconds_since(t0);
     // The failed shard's file is now unreliable; the others' writes still land before we rethrow.
     while (!writes_.empty()) {
       try {
@@ -94,7 +94,7 @@ void ParamSwapper::wait_oldest_write() {
     }
     throw;
   }
-  stats_.write_wait_s += seconds_since(t0);
+  stats_.write_wait_s += param_seconds_since(t0);
 }
 
 void ParamSwapper::flush() {

@@ -1,20 +1,26 @@
-// Tensor-parallel linear layers made from a model's own torch::nn::Linear (AutoTP rewrites layers by
-// name; the model is not changed). Each rank keeps a slice of the weight:
+// TpLinear: a torch Linear that AutoTP can cut into a tensor-parallel slice in place (the model's
+// code does not change; only the layer's weight and forward do). Each rank keeps a slice:
 //   column-parallel: rows of W (output features) — the input is read whole (copy_to_tp_region), the
 //     output stays split unless gather_output; GPT-2's fused c_attn and Llama's q/k/v/gate/up;
 //   row-parallel: columns of W (input features) — the input arrives split, the partial outputs are
 //     summed over the group (reduce_from_tp_region) and the bias, replicated, is added once;
 //     attention's output projection and the MLP's down projection.
-// A column layer followed by a row layer costs one all-reduce forward and one backward.
+// A column layer followed by a row layer costs one all-reduce forward and one backward. Unsharded,
+// TpLinear is exactly torch::nn::Linear (same parameters, names and forward). Every projection of
+// the built-in model families is one (models::LoraLinear derives from it); a user's own module gets
+// AutoTP by declaring its projections as ds::parallel::TpLinear.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <string>
 
 #include "comm/communicator.h"
 
 namespace ds::parallel {
+
+enum class TpSplit : uint8_t { None, Column, Row };
 
 struct ColumnParallelOptions {
   std::string name;            // the layer's dotted name, for errors
@@ -27,37 +33,44 @@ struct RowParallelOptions {
   bool input_is_parallel = true;  // false: the input is full width and each rank takes its slice
 };
 
-class ColumnParallelLinearImpl : public torch::nn::Module {
+class TpLinearImpl : public torch::nn::LinearImpl {
  public:
-  // Rank r of `tp` keeps, of every one of the `parts` output blocks, slice r: whole heads per rank
-  // when a block is heads x head_dim and the heads divide. Error naming the layer when they do not.
-  ColumnParallelLinearImpl(const torch::nn::Linear& full, comm::Communicator& tp, ColumnParallelOptions options = {});
+  using torch::nn::LinearImpl::LinearImpl;
+  TpLinearImpl(int64_t in, int64_t out, bool bias = true);
+
+  // Keep rank r's slice of every one of the `parts` output blocks (whole heads per rank when a block
+  // is heads x head_dim and the heads divide). The registered parameters keep their identity (their
+  // data is replaced), so module.named_parameters() names the slices as it named the full tensors.
+  // ConfigError naming tensor_parallel.autotp_size and the layer when a size does not divide.
+  void shard_columns(comm::Communicator& tp, ColumnParallelOptions options);
+  // Keep rank r's slice of the input features; the bias stays whole (added after the sum).
+  void shard_rows(comm::Communicator& tp, RowParallelOptions options);
+
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::Tensor weight, bias;  // [out / tp, in], [out / tp] (bias undefined without one)
+  TpSplit split() const noexcept { return split_; }
+  // The width a slice must hold whole: an attention projection sets its head size, so every rank
+  // gets whole heads (q, k, v and the output projection's input). 1 = any row.
+  void set_shard_unit(int64_t unit) { shard_unit_ = unit; }
+  int64_t shard_unit() const noexcept { return shard_unit_; }
 
  private:
-  comm::Communicator* tp_;
-  ColumnParallelOptions options_;
+  comm::Communicator* tp_ = nullptr;
+  TpSplit split_ = TpSplit::None;
+  int64_t parts_ = 1;
+  bool gather_output_ = false;
+  bool input_is_parallel_ = true;
+  int64_t shard_unit_ = 1;
 };
-TORCH_MODULE(ColumnParallelLinear);
+TORCH_MODULE(TpLinear);
 
-class RowParallelLinearImpl : public torch::nn::Module {
- public:
-  RowParallelLinearImpl(const torch::nn::Linear& full, comm::Communicator& tp, RowParallelOptions options = {});
-  torch::Tensor forward(const torch::Tensor& x);
+// A column- / row-parallel layer cut from a copy of `full` (which is left unchanged).
+TpLinear column_parallel(const torch::nn::Linear& full, comm::Communicator& tp, ColumnParallelOptions options = {});
+TpLinear row_parallel(const torch::nn::Linear& full, comm::Communicator& tp, RowParallelOptions options = {});
 
-  torch::Tensor weight, bias;  // [out, in / tp], [out] (replicated)
-
- private:
-  comm::Communicator* tp_;
-  RowParallelOptions options_;
-};
-TORCH_MODULE(RowParallelLinear);
-
-// Rows [rank's slice of each of `parts` blocks] of a [n, ...] tensor split over `world` ranks; error
-// naming `name` and `what` when n does not divide into parts x world.
+// Rows [rank's slice of each of `parts` blocks] of a [n, ...] tensor split over `world` ranks, each
+// slice whole `unit`s (heads); ConfigError naming `name` and `what` when n does not divide so.
 torch::Tensor column_slice(const torch::Tensor& t, int64_t parts, int world, int rank, const std::string& name,
-                           const char* what);
+                           const char* what, int64_t unit = 1);
 
 }  // namespace ds::parallel

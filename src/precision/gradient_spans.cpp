@@ -10,6 +10,8 @@ bool any_non_finite(comm::Communicator& comm, const GradientSpans& grads, double
   int32_t bad = std::isfinite(loss) && !first_non_finite(grads.flat).has_value() ? 0 : 1;
   // Partitions, or one rank's loss: every rank must take the same decision.
   if (comm.size() > 1) comm.all_reduce(comm::Buffer(&bad, 1), comm::ReduceOp::Max, "overflow_flag");
+  if (grads.tp != nullptr && grads.tp->size() > 1)
+    grads.tp->all_reduce(comm::Buffer(&bad, 1), comm::ReduceOp::Max, "tp_overflow_flag");
   return bad != 0;
 }
 
@@ -19,8 +21,24 @@ std::string first_non_finite_piece(const GradientSpans& grads) {
   return grads.partitioned ? "(none in this rank's partition)" : "(none found)";
 }
 
+namespace {
+
+// Tensor parallelism: [replicated, split] sums of squares, the first summed over the data-parallel
+// partitions, the second over those and the tensor-parallel group.
+double tensor_parallel_norm(comm::Communicator& comm, const GradientSpans& grads) {
+  double sq[2] = {0.0, 0.0};
+  for (const auto& p : grads.pieces) sq[p.tp_split ? 1 : 0] += grads.piece(p).to(torch::kFloat64).square().sum().item<double>();
+  if (grads.partitioned && comm.size() > 1) comm.all_reduce(comm::Buffer(sq, 2), comm::ReduceOp::Sum, "grad_norm");
+  grads.tp->all_reduce(comm::Buffer(&sq[1], 1), comm::ReduceOp::Sum, "tp_grad_norm");
+  const double norm = std::sqrt(sq[0] + sq[1]);
+  return std::isfinite(norm) ? norm : -1.0;
+}
+
+}  // namespace
+
 double global_norm(comm::Communicator& comm, const GradientSpans& grads) {
   torch::NoGradGuard no_grad;
+  if (grads.tp != nullptr && grads.tp->size() > 1) return tensor_parallel_norm(comm, grads);
   if (grads.partitioned) {
     double sq = 0.0;
     for (const auto& g : grads.flat) sq += g.to(torch::kFloat64).square().sum().item<double>();

@@ -96,6 +96,7 @@ void Engine::take_model_step() {
   if (step_in_flight_) return publish_overlapped_step();
   p_->states->reduce_gradients();
   precision::GradientSpans grads = p_->states->gradient_spans();
+  if (p_->tensor_parallel) p_->tensor_parallel->annotate(grads);  // the norm counts TP slices across the group
   if (precision::skip_step({&p_->data_parallel(), &grads, n_.loss_accum, n_.global_steps + 1}, *p_->scaler, *p_->guard,
                            p_->overflow_summary)) {
     n_.skipped_steps += 1;  // the LR schedule does not advance on a skipped step (DeepSpeed)

@@ -67,7 +67,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   const Config& c = *p.config;
   std::shared_ptr<comm::Communicator> world = o.comm;
   if (!world && !o.topology) world = comm::make_communicator(comm::Backend::Auto);
-  const ParallelSizes& n = c.parallel_sizes;  // all 1 (config/ refuses more until their components land)
+  const ParallelSizes& n = c.parallel_sizes;  // pipeline and sequence sizes are 1 (config/ refuses more for now)
   p.topology = o.topology ? o.topology
                           : std::make_shared<parallel::Topology>(
                                 world, parallel::TopologySizes{n.pipeline_stages, n.autotp_size, n.sequence_parallel_size});
@@ -83,6 +83,10 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   }
   p.dtypes = resolve_dtype_plan(c, p.device);
   p.ledger = std::make_unique<MemoryLedger>();
+  if (p.topology->model().size() > 1) {  // AutoTP: cut the projections before any state is sized from them
+    p.tensor_parallel = parallel::apply_auto_tp(module, p.topology->model());
+    log::info("AutoTP over {} ranks: {}", p.topology->model().size(), p.tensor_parallel->summary());
+  }
   build_states(p, module, o);
   zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.data_parallel().rank()};
   for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay});

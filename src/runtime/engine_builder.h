@@ -7,12 +7,14 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 
 #include "config/config.h"
 #include "config/zero_plan.h"
 #include "nn/activation_checkpointing.h"
 #include "offload/host_memory.h"
 #include "optim/lr_schedules.h"
+#include "parallel/auto_tp.h"
 #include "parallel/topology.h"
 #include "precision/loss_scaler.h"
 #include "precision/overflow_summary.h"
@@ -41,6 +43,7 @@ struct EngineParts {
   std::unique_ptr<precision::StepGuard> guard;
   std::unique_ptr<StepTelemetry> telemetry;
   std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing;
+  std::optional<parallel::AutoTpResult> tensor_parallel;  // AutoTP's split layers (autotp_size > 1)
   precision::OverflowSummary overflow_summary;     // folds the start-up run of skipped steps into one line
 
   // The group ZeRO partitions over and averages gradients in (the world with every size 1).

@@ -12,6 +12,11 @@
 namespace ds {
 
 checkpoint::EngineStates Engine::checkpoint_parts() {
+  // Each tensor-parallel rank holds other slices under the same names: refused before anything is written.
+  DS_CHECK(!p_->tensor_parallel, NotSupported,
+           fmt::format("tensor_parallel.autotp_size {}: checkpoints of tensor-parallel slices are not implemented yet "
+                       "(save, load and save_16bit_model are refused; nothing was written or read)",
+                       p_->topology->model().size()));
   return {p_->data_parallel(), *module_, *p_->states, p_->optimizer.get(), config(), p_->dtypes.model};
 }
 

@@ -16,7 +16,7 @@ bool g_installed = false;
 struct sigaction g_old_term {}, g_old_int {};
 std::mutex g_mu;  // install/uninstall only; never taken in the handler
 
-void say(const char* text) {
+void write_stderr(const char* text) {
   const ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
   (void)ignored;
 }
@@ -24,13 +24,13 @@ void say(const char* text) {
 void on_stop_signal(int sig) {
   if (g_received != 0) {
     // The second one: the user means it. Die of this signal, as with no handler (128+sig).
-    say(sig == SIGTERM ? "\nsecond SIGTERM: exiting now, nothing saved\n" : "\nsecond SIGINT: exiting now, nothing saved\n");
+    write_stderr(sig == SIGTERM ? "\nsecond SIGTERM: exiting now, nothing saved\n" : "\nsecond SIGINT: exiting now, nothing saved\n");
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
   }
   g_received = sig;
-  say(sig == SIGTERM ? "\nSIGTERM received: stopping at the next step boundary (send it again to exit at once)\n"
+  write_stderr(sig == SIGTERM ? "\nSIGTERM received: stopping at the next step boundary (send it again to exit at once)\n"
                      : "\nSIGINT received: stopping at the next step boundary (press Ctrl-C again to exit at once)\n");
 }
 

@@ -26,12 +26,16 @@ TEST(Examples, AllLoadWithoutWarnings) {
   for (const auto& f : files) {
     // lora_opt.json is the seed's one-GPU config (8 = micro 2 x GAS 4 x 1): at world 4 there is no
     // whole micro-batch per rank, and DeepSpeed refuses it too.
-    const std::vector<int> worlds = f.filename() == "lora_opt.json" ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4};
+    // autotp.json needs a tensor-parallel group of 2.
+    const std::vector<int> worlds = f.filename() == "lora_opt.json" ? std::vector<int>{1, 2}
+                                    : f.filename() == "autotp.json" ? std::vector<int>{2, 4}
+                                                                     : std::vector<int>{1, 2, 4};
     for (int world : worlds) {
       try {
         const Config c = load_config_file(f.string(), world);
         EXPECT_TRUE(c.warnings.empty()) << f << ": " << (c.warnings.empty() ? "" : c.warnings.front());
-        EXPECT_EQ(c.train_batch_size, c.train_micro_batch_size_per_gpu * c.gradient_accumulation_steps * world);
+        EXPECT_EQ(c.train_batch_size, c.train_micro_batch_size_per_gpu * c.gradient_accumulation_steps * world /
+                                           c.parallel_sizes.autotp_size);
       } catch (const Error& e) {
         ADD_FAILURE() << f << " at world size " << world << ": " << e.what();
       }
@@ -54,6 +58,7 @@ TEST(Examples, FeatureExamplesSetWhatTheirNameSays) {
   EXPECT_EQ(nvme.zero_optimization.offload_optimizer.device, OffloadDevice::Nvme);
   EXPECT_TRUE(load("fp16.json").fp16.enabled);
   EXPECT_TRUE(load("bf16.json").bf16.enabled);
+  EXPECT_EQ(load("autotp.json").parallel_sizes.autotp_size, 2);
 }
 
 }  // namespace

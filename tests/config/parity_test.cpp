@@ -3,6 +3,7 @@
 // ignores, the batch errors' arithmetic and the semantics line of the report. Messages exact.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "config/batch_config.h"
@@ -177,6 +178,25 @@ TEST(Parity, ParallelSizesAboveOneAreRefusedUntilTheEngineUsesThem) {
   EXPECT_EQ(test::value_of(c, "sequence_parallel_size"), "1");
   EXPECT_EQ(test::value_of(c, "tensor_parallel.autotp_size"), "0");
   EXPECT_EQ(test::value_of(c, "pipeline.stages"), "\"auto\"");
+}
+
+TEST(Parity, AutoTpSizeDividesTheWorldBeforeTheBatchTriple) {
+  // autotp_size 2 at world 8: a data-parallel world of 4 (DeepSpeed's TP training config).
+  const Config c = test::load(R"({"train_batch_size": 16, "gradient_accumulation_steps": 2,
+      "tensor_parallel": {"autotp_size": 2, "tp_overlap_comm": false}})", 8);
+  EXPECT_EQ(c.parallel_sizes.autotp_size, 2);
+  EXPECT_EQ(c.data_parallel_size, 4);
+  EXPECT_EQ(c.train_micro_batch_size_per_gpu, 2);
+  // The legacy spelling (TPConfig under "tensor_parallel" or its alias "tp") gives the same size.
+  for (const char* legacy : {R"("tensor_parallel": {"tp_size": 2})", R"("tp": {"tp_size": 2})"}) {
+    const Config l = test::load(fmt::format(R"({{"train_batch_size": 16, "tensor_parallel": {{{}}}}})", legacy), 8);
+    EXPECT_EQ(l.parallel_sizes.autotp_size, 2) << legacy;
+    EXPECT_EQ(l.data_parallel_size, 4) << legacy;
+  }
+  EXPECT_EQ(test::load_error(R"({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 4,
+                                 "tp": {"tp_size": 2}}})", 8),
+            "tensor_parallel.autotp_size: 4 disagrees with tensor_parallel.tensor_parallel.tp_size 2 (the legacy "
+            "spelling of the same size); give one of them");
 }
 
 // --- the batch triple's errors: DeepSpeed's text, then the keys, the world and the arithmetic ---

@@ -30,8 +30,8 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, uint64_t seed) {
 TEST(TpLinear, ColumnThenRowEqualsTheFullMlp) {
   const int w = tp().size(), r = tp().rank();
   auto fc1 = make_linear(8, 16, 1), fc2 = make_linear(16, 8, 2);
-  ColumnParallelLinear col(fc1, tp(), ColumnParallelOptions{.name = "mlp.fc1"});
-  RowParallelLinear row(fc2, tp(), RowParallelOptions{.name = "mlp.fc2"});
+  auto col = column_parallel(fc1, tp(), ColumnParallelOptions{.name = "mlp.fc1"});
+  auto row = row_parallel(fc2, tp(), RowParallelOptions{.name = "mlp.fc2"});
   ASSERT_EQ(col->weight.sizes().vec(), (std::vector<int64_t>{16 / w, 8}));
   ASSERT_EQ(row->weight.sizes().vec(), (std::vector<int64_t>{8, 16 / w}));
 
@@ -55,7 +55,7 @@ TEST(TpLinear, FusedQkvKeepsWholeHeadsPerRank) {
   // q|k|v of 4 heads x 2 dims each: rank r keeps heads [r*4/w, (r+1)*4/w) of q, of k and of v.
   const int w = tp().size(), r = tp().rank();
   auto qkv = make_linear(8, 24, 4);
-  ColumnParallelLinear col(qkv, tp(), ColumnParallelOptions{.name = "attn.c_attn", .parts = 3});
+  auto col = column_parallel(qkv, tp(), ColumnParallelOptions{.name = "attn.c_attn", .parts = 3});
   const int64_t mine = 8 / w;
   for (int part = 0; part < 3; ++part) {
     expect_close(col->weight.narrow(0, part * mine, mine), qkv->weight.narrow(0, part * 8 + r * mine, mine),
@@ -71,8 +71,8 @@ TEST(TpLinear, FusedQkvKeepsWholeHeadsPerRank) {
 
 TEST(TpLinear, GatheredOutputAndScatteredInputEqualTheFullLayer) {
   auto fc = make_linear(8, 8, 6), fc_row = make_linear(8, 8, 7);
-  ColumnParallelLinear col(fc, tp(), ColumnParallelOptions{.name = "fc", .gather_output = true});
-  RowParallelLinear row(fc_row, tp(), RowParallelOptions{.name = "proj", .input_is_parallel = false});
+  auto col = column_parallel(fc, tp(), ColumnParallelOptions{.name = "fc", .gather_output = true});
+  auto row = row_parallel(fc_row, tp(), RowParallelOptions{.name = "proj", .input_is_parallel = false});
   torch::manual_seed(8);
   const torch::Tensor x = torch::randn({4, 8});
   torch::Tensor x_full = x.clone().requires_grad_(true), x_tp = x.clone().requires_grad_(true);
@@ -86,7 +86,7 @@ TEST(TpLinear, GatheredOutputAndScatteredInputEqualTheFullLayer) {
 TEST(TpLinear, SizesThatDoNotSplitNameTheLayerAndTheKey) {
   auto odd = make_linear(8, 10, 9);  // 10 outputs into 3 fused blocks: never whole
   try {
-    ColumnParallelLinear col(odd, tp(), ColumnParallelOptions{.name = "h.0.attn.c_attn", .parts = 3});
+    auto col = column_parallel(odd, tp(), ColumnParallelOptions{.name = "h.0.attn.c_attn", .parts = 3});
     FAIL() << "a fused layer whose blocks do not divide was accepted";
   } catch (const ConfigError& e) {
     const std::string what = e.what();
@@ -94,7 +94,7 @@ TEST(TpLinear, SizesThatDoNotSplitNameTheLayerAndTheKey) {
     EXPECT_NE(what.find("h.0.attn.c_attn"), std::string::npos) << what;
     EXPECT_NE(what.find("out_features 10"), std::string::npos) << what;
   }
-  EXPECT_THROW(ColumnParallelLinear(make_linear(8, 8, 10), tp(), ColumnParallelOptions{.name = "qkv", .parts = 2, .gather_output = true}),
+  EXPECT_THROW(column_parallel(make_linear(8, 8, 10), tp(), ColumnParallelOptions{.name = "qkv", .parts = 2, .gather_output = true}),
                NotSupported);
 }
 

@@ -11,7 +11,7 @@
 namespace ds::launcher {
 namespace {
 
-std::string strip(const std::string& s) {
+std::string strip_spaces(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
@@ -46,12 +46,12 @@ std::vector<EnvVar> parse_deepspeed_env(const std::string& text, const std::stri
   int line_no = 0;
   while (std::getline(in, raw)) {
     ++line_no;
-    const std::string line = strip(raw);
+    const std::string line = strip_spaces(raw);
     if (line.empty() || line.front() == '#') continue;
     const size_t eq = line.find('=');
     DS_CHECK(eq != std::string::npos && eq > 0, Error,
              source + ":" + std::to_string(line_no) + ": expected KEY=VALUE, got '" + line + "'");
-    vars.emplace_back(strip(line.substr(0, eq)), strip(line.substr(eq + 1)));
+    vars.emplace_back(strip_spaces(line.substr(0, eq)), strip_spaces(line.substr(eq + 1)));
   }
   return vars;
 }

@@ -1,0 +1,126 @@
+#include "parallel/auto_tp.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "nn/tensor_buffer.h"
+#include "util/error.h"
+
+namespace ds::parallel {
+namespace {
+
+std::string leaf_of(const std::string& name) {
+  const auto dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+void broadcast_from_group_rank0(torch::nn::Module& module, comm::Communicator& tp) {
+  if (tp.size() == 1) return;
+  torch::NoGradGuard no_grad;
+  auto send = [&](const torch::Tensor& t, const std::string& name) {
+    if (!t.defined() || t.numel() == 0) return;
+    DS_CHECK(t.is_contiguous(), NotSupported,
+             fmt::format("AutoTP: '{}' is not contiguous; it cannot be broadcast over the tensor-parallel group", name));
+    tp.broadcast(nn::as_buffer(t), 0, "auto_tp_broadcast");
+  };
+  for (const auto& item : module.named_parameters(true)) send(item.value(), item.key());
+  for (const auto& item : module.named_buffers(true)) send(item.value(), item.key());
+}
+
+}  // namespace
+
+TpPolicy TpPolicy::builtin() {
+  using S = TpSplit;
+  return TpPolicy{{
+      {"c_attn", S::Column, 3}, {"c_fc", S::Column, 1}, {"c_proj", S::Row, 1},             // GPT-2
+      {"q_proj", S::Column, 1}, {"k_proj", S::Column, 1}, {"v_proj", S::Column, 1},          // Llama, OPT
+      {"gate_proj", S::Column, 1}, {"up_proj", S::Column, 1},                                // Llama
+      {"o_proj", S::Row, 1}, {"down_proj", S::Row, 1},                                       // Llama
+      {"fc1", S::Column, 1}, {"out_proj", S::Row, 1}, {"fc2", S::Row, 1},                    // OPT
+  }};
+}
+
+const TpRule* TpPolicy::match(const std::string& layer_name) const {
+  const std::string leaf = leaf_of(layer_name);
+  for (const auto& r : rules)
+    if (r.leaf == leaf) return &r;
+  return nullptr;
+}
+
+bool AutoTpResult::is_split(std::string_view parameter) const {
+  return std::binary_search(split_parameters.begin(), split_parameters.end(), parameter,
+                            [](std::string_view a, std::string_view b) { return a < b; });
+}
+
+void AutoTpResult::annotate(precision::GradientSpans& grads) const {
+  grads.tp = tp;
+  for (auto& piece : grads.pieces) piece.tp_split = is_split(piece.name);
+}
+
+std::string AutoTpResult::summary() const {
+  return fmt::format("{} column-parallel and {} row-parallel layers, {} split parameters", column_layers, row_layers,
+                     split_parameters.size());
+}
+
+AutoTpResult apply_auto_tp(torch::nn::Module& module, comm::Communicator& tp, const TpPolicy& policy) {
+  // Check every matching layer before anything changes, so a refused model is left whole.
+  struct Cut {
+    std::string name;
+    TpLinearImpl* layer;
+    const TpRule* rule;
+  };
+  std::vector<Cut> cuts;
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    const TpRule* rule = policy.match(item.key());
+    if (rule == nullptr || rule->split == TpSplit::None) continue;
+    auto* layer = dynamic_cast<TpLinearImpl*>(item.value().get());
+    if (layer == nullptr) {
+      if (dynamic_cast<torch::nn::LinearImpl*>(item.value().get()) != nullptr)
+        throw NotSupported(fmt::format("tensor_parallel.autotp_size: layer '{}' is a plain torch::nn::Linear, which "
+                                       "AutoTP cannot cut; declare it as ds::parallel::TpLinear (same parameters, "
+                                       "same forward when not split)",
+                                       item.key()));
+      continue;  // a block that happens to share a projection's name
+    }
+    DS_CHECK(layer->children().empty(), NotSupported,
+             fmt::format("tensor_parallel.autotp_size: layer '{}' carries a LoRA adapter; LoRA with AutoTP is not "
+                         "supported (apply the adapter after training, or train it without tensor parallelism)",
+                         item.key()));
+    cuts.push_back({item.key(), layer, rule});
+  }
+  if (cuts.empty())
+    throw ConfigError("tensor_parallel.autotp_size",
+                      fmt::format("{}: the model has no layer AutoTP can split (no TpLinear named {}); declare the "
+                                  "model's projections as ds::parallel::TpLinear or pass a TpPolicy that names them",
+                                  tp.size(), [&] {
+                                    std::string names;
+                                    for (const auto& r : policy.rules) names += (names.empty() ? "" : ", ") + r.leaf;
+                                    return names;
+                                  }()));
+  for (const auto& c : cuts) {  // sizes first: an error leaves every layer whole
+    const int64_t n = c.rule->split == TpSplit::Column ? c.layer->weight.size(0) : c.layer->weight.size(1);
+    (void)column_slice(torch::empty({n}, torch::kInt8), c.rule->split == TpSplit::Column ? c.rule->parts : 1,
+                       tp.size(), 0, c.name, c.rule->split == TpSplit::Column ? "out_features" : "in_features",
+                       c.layer->shard_unit());
+  }
+
+  broadcast_from_group_rank0(module, tp);
+  AutoTpResult result;
+  result.tp = &tp;
+  for (const auto& c : cuts) {
+    result.split_parameters.push_back(c.name + ".weight");
+    if (c.rule->split == TpSplit::Column) {
+      c.layer->shard_columns(tp, ColumnParallelOptions{.name = c.name, .parts = c.rule->parts});
+      if (c.layer->bias.defined()) result.split_parameters.push_back(c.name + ".bias");
+      result.column_layers += 1;
+    } else {
+      c.layer->shard_rows(tp, RowParallelOptions{.name = c.name});
+      result.row_layers += 1;
+    }
+  }
+  std::sort(result.split_parameters.begin(), result.split_parameters.end());
+  return result;
+}
+
+}  // namespace ds::parallel

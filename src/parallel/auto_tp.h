@@ -1,0 +1,63 @@
+// AutoTP for training (DeepSpeed 0.16.4+'s "tensor_parallel": {"autotp_size": N}): the model's
+// projection layers are cut into tensor-parallel slices by name, the model's code unchanged.
+//
+// A policy maps a layer's dotted name (its last component) to a split: the built-in one covers the
+// families deepspeed.cpp ships, as DeepSpeed's AutoTP splits them —
+//   GPT-2: attn.c_attn column (q|k|v fused: whole heads per rank), mlp.c_fc column, both c_proj row;
+//   Llama family: q/k/v/gate/up_proj column, o_proj and down_proj row (GQA: the kv heads split too,
+//     so autotp_size must divide num_key_value_heads);
+//   OPT: q/k/v_proj and fc1 column, out_proj and fc2 row.
+// Everything else (embeddings, norms, the LM head) stays replicated on every rank of the group.
+// Only ds::parallel::TpLinear layers (the built-in families' projections) can be cut: a plain
+// torch::nn::Linear that a rule names is an error naming it, never a silently replicated layer.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/tp_linear.h"
+#include "precision/gradient_spans.h"
+
+namespace ds::parallel {
+
+// Layers whose name's last component is `leaf` split this way (`parts` fused output blocks).
+struct TpRule {
+  std::string leaf;
+  TpSplit split = TpSplit::Column;
+  int64_t parts = 1;
+};
+
+struct TpPolicy {
+  std::vector<TpRule> rules;
+  // GPT-2, the Llama family and OPT (above).
+  static TpPolicy builtin();
+  const TpRule* match(const std::string& layer_name) const;
+};
+
+// What apply_auto_tp did, kept by the engine for every step.
+struct AutoTpResult {
+  comm::Communicator* tp = nullptr;
+  // The parameters that differ across the tensor-parallel group (the weights of split layers, the
+  // biases of column ones), sorted by name: the gradient norm sums them over the group and counts
+  // every other parameter once.
+  std::vector<std::string> split_parameters;
+  int column_layers = 0;
+  int row_layers = 0;
+
+  bool is_split(std::string_view parameter) const;
+  // Sets grads.tp and marks the pieces of split parameters (for the norm and the inf/NaN check).
+  void annotate(precision::GradientSpans& grads) const;
+  std::string summary() const;  // "4 column-parallel and 4 row-parallel layers, 12 split parameters"
+};
+
+// Collective over `tp`: first every parameter and buffer of `module` is broadcast from the group's
+// rank 0 (the slices are cut from one model), then each layer the policy names is sharded in place.
+// ConfigError naming tensor_parallel.autotp_size when no layer matches or a size does not divide;
+// NotSupported for a matching plain torch::nn::Linear or a layer carrying a LoRA adapter.
+AutoTpResult apply_auto_tp(torch::nn::Module& module, comm::Communicator& tp,
+                           const TpPolicy& policy = TpPolicy::builtin());
+
+}  // namespace ds::parallel

@@ -1,0 +1,199 @@
+// AutoTP training ("tensor_parallel": {"autotp_size": N}, issue 16) against the one-process plain
+// LibTorch loop over the same global batch: GPT-2 tiny (4 heads) and a 4-layer 8-head GPT, fp32,
+// AdamW, clipping active on every step, 20 steps. Under mpirun -np 2: TP=2 (ZeRO 0-3 over a
+// data-parallel world of 1); -np 4: TP=2 x DP=2 with ZeRO 0, 1, 2 and 3, and TP=4. Each rank's
+// losses and its slice of every final parameter are within 1e-5 of the reference. At world 1 the
+// cases that need a group are skipped.
+#include <deepspeed/deepspeed.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "models/gpt2.h"
+#include "models/token_data.h"
+#include "parallel/tp_linear.h"
+#include "parallel/topology.h"
+#include "util/error.h"
+#include "zero/gathered_parameters.h"
+
+namespace ds {
+namespace {
+
+constexpr int kTpSteps = 20;
+constexpr int kTpMicro = 2, kTpGas = 2;
+constexpr int64_t kTpSeqLen = 16;
+constexpr double kTpClip = 0.1;  // below every step's norm: a wrongly counted norm changes every update
+
+models::GPT2Config tp_shape(const std::string& which) {
+  if (which == "tiny") return models::GPT2Config::preset("tiny");  // 64 wide, 2 layers, 4 heads
+  models::GPT2Config c = models::GPT2Config::preset("tiny");
+  c.n_layer = 4;
+  c.n_head = 8;
+  return c;
+}
+
+models::GPT2 tp_model(const std::string& which) {
+  torch::manual_seed(2024);
+  return models::GPT2(tp_shape(which));
+}
+
+models::TokenDataset tp_corpus() {
+  std::string text;
+  for (int i = 0; i < 150; ++i) text += "a stitch in time saves nine " + std::to_string(i * 37 % 101) + ". ";
+  return models::TokenDataset::from_text(text);
+}
+
+// Samples of (step, micro-step, data-parallel rank): each DP rank its own, every TP rank the same.
+models::Batch tp_batch_for(const models::BatchSampler& s, int step, int micro, int dp_rank, int dp) {
+  return s.batch(((int64_t{step} * kTpGas + micro) * dp + dp_rank) * kTpMicro, kTpMicro);
+}
+
+struct TpReference {
+  std::vector<std::vector<double>> losses;  // [dp rank][step]: the mean over its micro-steps
+  std::map<std::string, torch::Tensor> params;
+};
+
+// The plain loop over the whole global batch (dp x GAS micro-batches per step).
+TpReference tp_reference(const std::string& which, int dp) {
+  auto data = tp_corpus();
+  models::BatchSampler sampler(data, kTpSeqLen, 7);
+  auto model = tp_model(which);
+  torch::optim::AdamW opt(model->parameters(),
+                          torch::optim::AdamWOptions(1e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
+  TpReference ref;
+  ref.losses.assign(dp, {});
+  for (int step = 0; step < kTpSteps; ++step) {
+    opt.zero_grad();
+    for (int d = 0; d < dp; ++d) {
+      double sum = 0.0;
+      for (int m = 0; m < kTpGas; ++m) {
+        auto b = tp_batch_for(sampler, step, m, d, dp);
+        auto loss = model->forward(b.inputs, b.targets);
+        (loss / double(dp * kTpGas)).backward();
+        sum += loss.item<double>();
+      }
+      ref.losses[d].push_back(sum / kTpGas);
+    }
+    torch::nn::utils::clip_grad_norm_(model->parameters(), kTpClip);
+    opt.step();
+  }
+  for (const auto& p : model->named_parameters()) ref.params[p.key()] = p.value().detach().clone();
+  return ref;
+}
+
+std::string tp_config(int stage, int tp) {
+  return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
+      "gradient_clipping": {}, "tensor_parallel": {{"autotp_size": {}}},
+      "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}}}},
+      "zero_optimization": {{"stage": {}, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0}}}})",
+                     kTpMicro, kTpGas, kTpClip, tp, stage);
+}
+
+// This rank's slice of a reference parameter, cut as AutoTP cut the engine's: a column layer keeps
+// slice r of each fused block (3 for c_attn) along the rows, a row layer slice r of the columns.
+torch::Tensor tp_slice_like(const std::string& name, const torch::Tensor& full, const torch::Tensor& local, int tp, int r) {
+  if (local.sizes() == full.sizes()) return full;  // replicated
+  if (local.size(0) != full.size(0)) {
+    const int64_t parts = name.find("c_attn") != std::string::npos ? 3 : 1;
+    return parallel::column_slice(full, parts, tp, r, name, "rows");
+  }
+  return parallel::column_slice(full.t(), 1, tp, r, name, "columns").t();
+}
+
+void tp_expect_matches_reference(const std::string& which, int stage, int tp) {
+  const int world = comm::launcher_world_size();
+  const int dp = world / tp;
+  const TpReference ref = tp_reference(which, dp);
+
+  auto data = tp_corpus();
+  models::BatchSampler sampler(data, kTpSeqLen, 7);
+  auto model = tp_model(which);
+  auto engine = initialize(model, load_config_text(tp_config(stage, tp), world, "<auto_tp test>"));
+  ASSERT_EQ(engine.topology().model().size(), tp);
+  ASSERT_EQ(engine.topology().data_parallel().size(), dp);
+  const int d = engine.topology().data_parallel().rank(), r = engine.topology().model().rank();
+  for (int step = 0; step < kTpSteps; ++step) {
+    for (int m = 0; m < kTpGas; ++m) {
+      auto b = tp_batch_for(sampler, step, m, d, dp);
+      engine.backward(engine.forward(b.inputs, b.targets));
+      engine.step();
+    }
+    const double want = ref.losses[d][step];
+    EXPECT_LE(std::abs(engine.last_loss() - want), 1e-5 * std::abs(want))
+        << which << " stage " << stage << " tp " << tp << " step " << step << ": engine " << engine.last_loss()
+        << " vs reference " << want;
+  }
+  EXPECT_LT(ref.losses[0].back(), ref.losses[0].front() - 0.2) << "the reference itself should learn";
+
+  zero::GatheredParameters full(engine);  // stage 3: the whole of this rank's slices
+  int split = 0;
+  for (const auto& p : model->named_parameters()) {
+    const torch::Tensor& want_full = ref.params.at(p.key());
+    const torch::Tensor want = tp_slice_like(p.key(), want_full, p.value(), tp, r);
+    split += want.sizes() != want_full.sizes();
+    ASSERT_EQ(p.value().sizes(), want.sizes()) << p.key();
+    const double diff = (p.value().detach() - want).abs().max().item<double>();
+    EXPECT_LE(diff, 1e-5) << which << " stage " << stage << " tp " << tp << ": " << p.key();
+  }
+  EXPECT_EQ(split, tp_shape(which).n_layer * 6) << "c_attn (w, b), attn.c_proj (w), c_fc (w, b), mlp.c_proj (w)";
+}
+
+bool tp_world_is(std::initializer_list<int> worlds) {
+  const int w = comm::launcher_world_size();
+  return std::find(worlds.begin(), worlds.end(), w) != worlds.end();
+}
+
+class AutoTp : public ::testing::TestWithParam<int> {};
+
+TEST_P(AutoTp, TensorParallelTimesDataParallelMatchesThePlainLoop) {
+  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  tp_expect_matches_reference("tiny", GetParam(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(ZeroStages, AutoTp, ::testing::Values(0, 1, 2, 3));
+
+TEST(AutoTpShapes, EightHeadsFourLayersAtTheWholeWorld) {
+  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group (mpirun -np 2 or 4)";
+  tp_expect_matches_reference("deep", 1, comm::launcher_world_size());
+}
+
+// --- refusals: each names the key and the layer; checkpoints are refused before any write ---
+
+std::string tp_init_error(std::shared_ptr<torch::nn::Module> model, int tp) {
+  try {
+    auto engine = Engine(std::move(model), load_config_text(tp_config(0, tp), comm::launcher_world_size(), "<t>"));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(AutoTpRefusals, SizesModelsAndCheckpointsThatCannotBeSplit) {
+  if (!tp_world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
+  models::GPT2Config three_heads = tp_shape("tiny");
+  three_heads.n_embd = 48;
+  three_heads.n_head = 3;
+  std::string what = tp_init_error(models::GPT2(three_heads).ptr(), 2);
+  EXPECT_NE(what.find("tensor_parallel.autotp_size"), std::string::npos) << what;
+  EXPECT_NE(what.find("transformer.h.0.attn.c_attn"), std::string::npos) << what;
+  EXPECT_NE(what.find("whole 16-wide heads"), std::string::npos) << what;
+
+  auto plain = std::make_shared<torch::nn::Module>();
+  plain->register_module("fc1", torch::nn::Linear(8, 8));
+  what = tp_init_error(plain, 2);
+  EXPECT_NE(what.find("layer 'fc1' is a plain torch::nn::Linear"), std::string::npos) << what;
+
+  auto no_linear = std::make_shared<torch::nn::Module>();
+  no_linear->register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({8})));
+  what = tp_init_error(no_linear, 2);
+  EXPECT_NE(what.find("tensor_parallel.autotp_size: 2: the model has no layer AutoTP can split"), std::string::npos)
+      << what;
+
+  auto engine = initialize(tp_model("tiny"), load_config_text(tp_config(1, 2), 2, "<t>"));
+  const std::string dir = ::testing::TempDir() + "auto_tp_ckpt_" + std::to_string(engine.rank());
+  EXPECT_THROW(engine.save_checkpoint(dir), NotSupported);
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "a refused save writes nothing";
+}
+
+}  // namespace
+}  // namespace ds
