@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "parallel/tp_input_check.h"
 #include "precision/step_decision.h"
 #include "runtime/engine_builder.h"
 #include "runtime/ready_banner.h"
@@ -26,6 +27,7 @@ std::shared_ptr<torch::nn::Module> non_null(std::shared_ptr<torch::nn::Module> m
 Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config cfg, EngineOptions options)
     : module_(non_null(std::move(module))),
       layers_(options.layers), p_(std::make_unique<EngineParts>(build_engine_parts(*module_, std::move(cfg), options))) {
+  check_inputs_ = p_->tensor_parallel.has_value();
   if (p_->scheduler) apply_schedule();  // construction sets the initial lr (e.g. warmup_min_lr), as DeepSpeed's does
   log_engine_ready(*p_);
   if (config().steps_per_print) p_->telemetry->log_progress(snapshot());
@@ -47,6 +49,10 @@ void Engine::before_forward() {
   p_->states->before_forward();
   p_->states->forward_started();
   p_->telemetry->forward_started(n_.global_steps);
+}
+
+void Engine::check_forward_inputs(const std::vector<torch::Tensor>& inputs) {
+  parallel::check_same_inputs(p_->topology->model(), inputs);
 }
 
 void Engine::after_forward() {

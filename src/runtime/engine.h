@@ -13,6 +13,7 @@
 
 #include <array>
 #include <concepts>
+#include <type_traits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,6 +118,10 @@ class Engine {
   // Called around the user's forward by ModelEngine::forward.
   void before_forward();
   void after_forward();
+  // Under AutoTP, every rank of a tensor-parallel group must be given the same batch: ModelEngine
+  // checks the forward's tensor arguments (one small all-reduce; ds::Error naming the argument).
+  bool checks_forward_inputs() const noexcept { return check_inputs_; }
+  void check_forward_inputs(const std::vector<torch::Tensor>& inputs);
 
  private:
   void take_model_step();
@@ -133,6 +138,7 @@ class Engine {
   std::unique_ptr<EngineParts> p_;  // built once (runtime/engine_builder.h)
   StopRequest stop_;               // agreed at each accumulation boundary
   bool step_in_flight_ = false;    // this boundary's optimizer step already ran during backward
+  bool check_inputs_ = false;      // AutoTP: forward arguments are compared across the group
   StepCounters n_;
 };
 
@@ -152,6 +158,14 @@ class ModelEngine : public Engine {
 
   template <class... Args>
   auto forward(Args&&... args) {
+    if (checks_forward_inputs()) {
+      std::vector<torch::Tensor> tensors;
+      auto add = [&](const auto& a) {
+        if constexpr (std::is_convertible_v<const std::decay_t<decltype(a)>&, const torch::Tensor&>) tensors.push_back(a);
+      };
+      (add(args), ...);
+      check_forward_inputs(tensors);
+    }
     before_forward();
     auto out = model_->forward(std::forward<Args>(args)...);
     after_forward();

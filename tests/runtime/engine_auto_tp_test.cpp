@@ -157,7 +157,8 @@ TEST(AutoTpShapes, EightHeadsFourLayersAtTheWholeWorld) {
   tp_expect_matches_reference("deep", 1, comm::launcher_world_size());
 }
 
-// --- refusals: each names the key and the layer; checkpoints are refused before any write ---
+// --- refusals: each names the key and the layer; checkpoints are refused before any write; a
+// group given different batches is stopped at the first forward ---
 
 std::string tp_init_error(std::shared_ptr<torch::nn::Module> model, int tp) {
   try {
@@ -193,6 +194,18 @@ TEST(AutoTpRefusals, SizesModelsAndCheckpointsThatCannotBeSplit) {
   const std::string dir = ::testing::TempDir() + "auto_tp_ckpt_" + std::to_string(engine.rank());
   EXPECT_THROW(engine.save_checkpoint(dir), NotSupported);
   EXPECT_FALSE(std::filesystem::exists(dir)) << "a refused save writes nothing";
+
+  // A loader sharded by world rank gives the two ranks of the group different batches.
+  auto data = tp_corpus();
+  models::BatchSampler sampler(data, kTpSeqLen, 7);
+  auto b = sampler.batch(int64_t{engine.rank()} * kTpMicro, kTpMicro);
+  try {
+    engine.forward(b.inputs, b.targets);
+    ADD_FAILURE() << "different batches on the ranks of a tensor-parallel group were accepted";
+  } catch (const Error& e) {
+    what = e.what();
+    EXPECT_NE(what.find("forward argument 0 differs across the tensor-parallel group"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
