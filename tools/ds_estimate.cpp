@@ -7,6 +7,9 @@
 //   ds-estimate --model small --world 1,2,4,8
 //   ds-estimate --config examples/configs/zero3.json --model large --world 8
 //   ds-estimate --params 7e9 --layers 32 --world 16 --stage 3 --bf16 --offload-optimizer
+//   ds-estimate --model medium --tp 2 --world 4,8      # AutoTP: per rank, ZeRO over world / tp
+// With tensor parallelism (--tp, or the config's tensor_parallel.autotp_size) each rank holds its
+// slices of the cut layers (GPT2Config::parameter_sizes(tp)) and ZeRO partitions over world / tp.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
   std::vector<int> worlds{1, 2, 4, 8};
   std::vector<int> stages;
   bool bf16 = false, fp16 = false, offload = false;
+  int tp = 0;  // 0: the config's autotp_size (1 without a config)
   CLI::App app{"ds-estimate: per-rank memory of model states for each ZeRO stage and world size"};
   app.add_option("--config", config_path, "a DeepSpeed JSON config (its stage, dtypes, buckets, offload)");
   app.add_option("--model", model, "GPT-2 preset: tiny, small, medium, large, xl")->capture_default_str();
@@ -56,16 +60,25 @@ int main(int argc, char** argv) {
       ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_option("--stage", stages, "ZeRO stages (default: 0,1,2,3, or the config's)")->delimiter(',')
       ->check(ds::tools::whole_number(0, 3));
+  app.add_option("--tp", tp, "AutoTP size (default: the config's tensor_parallel.autotp_size, else 1)")
+      ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_flag("--bf16", bf16, "bf16 parameters (without --config)");
   app.add_flag("--fp16", fp16, "fp16 parameters (without --config)");
   app.add_flag("--offload-optimizer", offload, "offload_optimizer device cpu (without --config)");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    std::vector<int64_t> sizes =
-        params > 0 ? synthetic_sizes(params, layers) : ds::models::GPT2Config::preset(model).parameter_sizes();
+    if (tp > 0 && !config_path.empty())
+      throw ds::ConfigError("tensor_parallel.autotp_size", "--tp with --config: set the size in the config instead");
+    // One rank's parameter sizes at tensor-parallel size t (the config's may differ per world: none).
+    auto sizes_at = [&](int t) {
+      if (t > 1 && params > 0)
+        throw ds::ConfigError("tensor_parallel.autotp_size", "--params describes no layers to cut; use --model");
+      return params > 0 ? synthetic_sizes(params, layers) : ds::models::GPT2Config::preset(model).parameter_sizes(t);
+    };
+    if (tp == 0) tp = 1;
     int64_t psi = 0;
-    for (int64_t s : sizes) psi += s;
+    for (int64_t s : sizes_at(tp)) psi += s;
     std::string base = "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW\"}";
     if (bf16) base += ", \"bf16\": {\"enabled\": true}";
     if (fp16) base += ", \"fp16\": {\"enabled\": true}";
@@ -73,11 +86,16 @@ int main(int argc, char** argv) {
       if (!config_path.empty()) stages.push_back(ds::zero::resolve_zero_plan(ds::load_config_file(config_path, 1)).stage);
       else stages = {0, 1, 2, 3};
     }
-    std::printf("model states per rank: %.3fB parameters%s\n", double(psi) / 1e9,
+    std::printf("model states per rank: %.3fB parameters%s%s\n", double(psi) / 1e9,
+                tp > 1 ? (" (this rank's slices at tensor-parallel size " + std::to_string(tp) + ")").c_str() : "",
                 config_path.empty() ? "" : (" with " + config_path).c_str());
     std::printf("%6s %6s %14s %14s %14s %14s   %s\n", "stage", "world", "device", "cpu", "nvme", "total", "device by kind");
     for (int stage : stages)
       for (int world : worlds) {
+        if (world % tp != 0) {
+          std::printf("%6d %6d   (skipped: not divisible by the tensor-parallel size %d)\n", stage, world, tp);
+          continue;
+        }
         ds::Config cfg;
         if (!config_path.empty()) {
           cfg = ds::load_config_file(config_path, world);
@@ -85,11 +103,12 @@ int main(int argc, char** argv) {
         } else {
           std::string text = base + ", \"zero_optimization\": {\"stage\": " + std::to_string(stage);
           if (offload && stage > 0) text += ", \"offload_optimizer\": {\"device\": \"cpu\"}";
-          cfg = ds::load_config_text(text + "}}", world, "<ds-estimate>");
+          text += "}, \"tensor_parallel\": {\"autotp_size\": " + std::to_string(tp) + "}";
+          cfg = ds::load_config_text(text + "}", world, "<ds-estimate>");
         }
         ds::zero::EstimateInput in;
-        in.param_numels = sizes;
-        in.world = world;
+        in.param_numels = sizes_at(cfg.parallel_sizes.autotp_size);
+        in.world = cfg.data_parallel_size;  // ZeRO partitions over world / (tp x sp x pp)
         in.plan = ds::resolve_dtype_plan(cfg, torch::kCPU);
         in.config = &cfg;
         const auto m = ds::zero::estimate_model_states(in);

@@ -361,7 +361,8 @@ std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const 
 }
 
 void save_16bit_model(const EngineStates& p, const std::string& dir, const std::string& file) {
-  const bool rank0 = p.comm.rank() == 0;
+  // One writer: rank 0 of the data-parallel group that holds tensor-parallel rank 0's slices.
+  const bool rank0 = p.comm.rank() == 0 && (p.tp == nullptr || p.tp->rank() == 0);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   std::unordered_set<const void*> seen;
   for (const auto& item : p.module.named_parameters()) {
@@ -369,8 +370,9 @@ void save_16bit_model(const EngineStates& p, const std::string& dir, const std::
     // Stage 3: gather one parameter at a time (every rank takes part), keep rank 0's copy.
     const bool trainable = item.value().requires_grad();
     if (trainable) p.states.hold({item.key()});
+    torch::Tensor t = item.value().detach();
+    if (p.full_parameter) t = p.full_parameter(item.key(), t);  // collective over the TP group
     if (rank0) {
-      torch::Tensor t = item.value().detach();
       if (trainable && t.is_floating_point()) t = t.to(p.model_dtype);
       tensors.emplace_back(item.key(), t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
     }
@@ -388,6 +390,14 @@ void save_16bit_model(const EngineStates& p, const std::string& dir, const std::
     } catch (...) {
       error = std::current_exception();
     }
+  }
+  // Every rank learns the writer's outcome: over the TP group first (a collective that cannot throw
+  // midway), then over the data-parallel group.
+  if (p.tp != nullptr && p.tp->size() > 1) {
+    int32_t failed = error ? 1 : 0;
+    p.tp->all_reduce(comm::Buffer(&failed, 1), comm::ReduceOp::Max, "save_16bit_model_tp");
+    if (failed && !error)
+      error = std::make_exception_ptr(IoError("save_16bit_model: the writing rank failed (see its error)"));
   }
   comm::agree_or_throw(p.comm, error, "save_16bit_model");
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,10 @@ struct EngineStates {
   zero::FlatOptimizer* optimizer;    // null without an optimizer
   const Config& config;
   torch::ScalarType model_dtype;
+  // Tensor parallelism (save_16bit_model only): the group whose ranks hold slices of one model, and
+  // the whole tensor of a parameter from this rank's slice (collective over the group).
+  comm::Communicator* tp = nullptr;
+  std::function<torch::Tensor(const std::string& name, const torch::Tensor& local)> full_parameter;
 };
 
 struct SaveRequest {
@@ -59,7 +64,9 @@ std::optional<Loaded> load(const EngineStates& parts, const std::string& dir, co
                            const LoadOptions& options);
 
 // Collective. The full model (trainable in the model dtype, frozen parameters, buffers) as one
-// safetensors file written by rank 0; at stage 3 parameters are gathered one at a time.
+// safetensors file written by rank 0; at stage 3 parameters are gathered one at a time, and under
+// tensor parallelism (parts.tp) each slice is put back together first (full_parameter), so the file
+// is the model as it was before AutoTP cut it.
 void save_16bit_model(const EngineStates& parts, const std::string& dir, const std::string& file);
 
 // Warns when a resume changes the global batch (what that does to the data order and the schedule).

@@ -1,6 +1,8 @@
 // GPT2Config: presets (shapes from Hugging Face's gpt2* configs), validation, parameter count.
 #include "models/gpt2_config.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <utility>
 
@@ -60,11 +62,18 @@ std::string GPT2Config::describe() const {
          " n_positions=" + std::to_string(n_positions) + " (" + count + " parameters)";
 }
 
-std::vector<int64_t> GPT2Config::parameter_sizes() const {
-  const int64_t C = n_embd;
+std::vector<int64_t> GPT2Config::parameter_sizes(int64_t tensor_parallel) const {
+  const int64_t C = n_embd, t = tensor_parallel;
+  if (t < 1 || n_head % t != 0)
+    throw ConfigError("tensor_parallel.autotp_size", fmt::format("{} does not divide GPT-2's n_head {} (AutoTP keeps "
+                                                                 "whole heads on each rank)",
+                                                                 t, n_head));
   std::vector<int64_t> s{vocab_size * C, n_positions * C};
+  // ln_1, c_attn (column: weight and bias cut), attn.c_proj (row: weight cut), ln_2, c_fc (column),
+  // mlp.c_proj (row); AutoTP's cuts (parallel/auto_tp.h).
   for (int64_t l = 0; l < n_layer; ++l)
-    for (int64_t n : {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C}) s.push_back(n);
+    for (int64_t n : {C, C, 3 * C * C / t, 3 * C / t, C * C / t, C, C, C, 4 * C * C / t, 4 * C / t, 4 * C * C / t, C})
+      s.push_back(n);
   s.push_back(C);  // ln_f
   s.push_back(C);
   return s;

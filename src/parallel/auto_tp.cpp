@@ -48,14 +48,36 @@ const TpRule* TpPolicy::match(const std::string& layer_name) const {
   return nullptr;
 }
 
-bool AutoTpResult::is_split(std::string_view parameter) const {
-  return std::binary_search(split_parameters.begin(), split_parameters.end(), parameter,
-                            [](std::string_view a, std::string_view b) { return a < b; });
+const SplitParameter* AutoTpResult::find(std::string_view parameter) const {
+  const auto it = std::lower_bound(split_parameters.begin(), split_parameters.end(), parameter,
+                                   [](const SplitParameter& a, std::string_view b) { return a.name < b; });
+  return it != split_parameters.end() && it->name == parameter ? &*it : nullptr;
 }
 
 void AutoTpResult::annotate(precision::GradientSpans& grads) const {
   grads.tp = tp;
   for (auto& piece : grads.pieces) piece.tp_split = is_split(piece.name);
+}
+
+torch::Tensor AutoTpResult::gather_full(const std::string& parameter, const torch::Tensor& local) const {
+  const SplitParameter* s = find(parameter);
+  if (s == nullptr || tp == nullptr || tp->size() == 1) return local;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor mine = local.detach().to(torch::kCPU).contiguous();
+  std::vector<int64_t> shape{tp->size()};
+  shape.insert(shape.end(), mine.sizes().begin(), mine.sizes().end());
+  torch::Tensor all = torch::empty(shape, mine.options());
+  tp->all_gather(nn::as_buffer(mine), nn::as_buffer(all), "auto_tp_gather_full");
+  std::vector<torch::Tensor> pieces;
+  if (s->split == TpSplit::Row) {  // columns of the weight, in rank order
+    for (int r = 0; r < tp->size(); ++r) pieces.push_back(all[r]);
+    return torch::cat(pieces, 1);
+  }
+  // Column: each rank holds its slice of every fused block; the full tensor is block by block.
+  const int64_t block = mine.size(0) / s->parts;
+  for (int64_t p = 0; p < s->parts; ++p)
+    for (int r = 0; r < tp->size(); ++r) pieces.push_back(all[r].narrow(0, p * block, block));
+  return torch::cat(pieces, 0);
 }
 
 std::string AutoTpResult::summary() const {
@@ -109,17 +131,18 @@ AutoTpResult apply_auto_tp(torch::nn::Module& module, comm::Communicator& tp, co
   AutoTpResult result;
   result.tp = &tp;
   for (const auto& c : cuts) {
-    result.split_parameters.push_back(c.name + ".weight");
+    result.split_parameters.push_back({c.name + ".weight", c.rule->split, c.rule->parts});
     if (c.rule->split == TpSplit::Column) {
       c.layer->shard_columns(tp, ColumnParallelOptions{.name = c.name, .parts = c.rule->parts});
-      if (c.layer->bias.defined()) result.split_parameters.push_back(c.name + ".bias");
+      if (c.layer->bias.defined()) result.split_parameters.push_back({c.name + ".bias", TpSplit::Column, c.rule->parts});
       result.column_layers += 1;
     } else {
       c.layer->shard_rows(tp, RowParallelOptions{.name = c.name});
       result.row_layers += 1;
     }
   }
-  std::sort(result.split_parameters.begin(), result.split_parameters.end());
+  std::sort(result.split_parameters.begin(), result.split_parameters.end(),
+            [](const SplitParameter& a, const SplitParameter& b) { return a.name < b.name; });
   return result;
 }
 

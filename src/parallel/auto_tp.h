@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -37,19 +38,31 @@ struct TpPolicy {
   const TpRule* match(const std::string& layer_name) const;
 };
 
+// One parameter AutoTP cut, and how (to put the full tensor back together).
+struct SplitParameter {
+  std::string name;
+  TpSplit split = TpSplit::Column;  // Column: rows of the weight (and the bias); Row: columns of the weight
+  int64_t parts = 1;                // fused output blocks (column)
+};
+
 // What apply_auto_tp did, kept by the engine for every step.
 struct AutoTpResult {
   comm::Communicator* tp = nullptr;
   // The parameters that differ across the tensor-parallel group (the weights of split layers, the
   // biases of column ones), sorted by name: the gradient norm sums them over the group and counts
   // every other parameter once.
-  std::vector<std::string> split_parameters;
+  std::vector<SplitParameter> split_parameters;
   int column_layers = 0;
   int row_layers = 0;
 
-  bool is_split(std::string_view parameter) const;
+  const SplitParameter* find(std::string_view parameter) const;
+  bool is_split(std::string_view parameter) const { return find(parameter) != nullptr; }
   // Sets grads.tp and marks the pieces of split parameters (for the norm and the inf/NaN check).
   void annotate(precision::GradientSpans& grads) const;
+  // The whole tensor of `parameter` given this rank's slice `local`: all-gathered over the group
+  // (collective: every rank of the group calls it for the same names in the same order) and put
+  // back in the layout the model had before the cut. `local` itself when the parameter is not split.
+  torch::Tensor gather_full(const std::string& parameter, const torch::Tensor& local) const;
   std::string summary() const;  // "4 column-parallel and 4 row-parallel layers, 12 split parameters"
 };
 

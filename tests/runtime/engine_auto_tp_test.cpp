@@ -1,20 +1,25 @@
 // AutoTP training ("tensor_parallel": {"autotp_size": N}, issue 16) against the one-process plain
 // LibTorch loop over the same global batch: GPT-2 tiny (4 heads) and a 4-layer 8-head GPT, fp32,
 // AdamW, clipping active on every step, 20 steps. Under mpirun -np 2: TP=2 (ZeRO 0-3 over a
-// data-parallel world of 1); -np 4: TP=2 x DP=2 with ZeRO 0, 1, 2 and 3, and TP=4. Each rank's
-// losses and its slice of every final parameter are within 1e-5 of the reference. At world 1 the
-// cases that need a group are skipped.
+// data-parallel world of 1); -np 4: TP=2 x DP=2 with ZeRO 0, 1, 2 and 3, and TP=4; Llama (GQA) and
+// OPT at TP=2. Each rank's losses and its slice of every final parameter are within 1e-5 of the
+// reference, and so is the whole model save_16bit_model writes. At world 1 they are skipped.
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 
+#include "format/safetensors.h"
 #include "models/gpt2.h"
+#include "models/pretrained.h"
 #include "models/token_data.h"
 #include "parallel/tp_linear.h"
 #include "parallel/topology.h"
 #include "util/error.h"
+#include "util/memory_ledger.h"
 #include "zero/gathered_parameters.h"
+#include "zero/memory_estimate.h"
 
 namespace ds {
 namespace {
@@ -32,9 +37,21 @@ models::GPT2Config tp_shape(const std::string& which) {
   return c;
 }
 
-models::GPT2 tp_model(const std::string& which) {
+// The Hugging Face families at the same size: Llama with GQA (4 heads, 2 kv heads) and OPT.
+nlohmann::json tp_hf_config(const std::string& which) {
+  if (which == "llama")
+    return {{"model_type", "llama"}, {"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 48},
+            {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+            {"max_position_embeddings", 64}};
+  return {{"model_type", "opt"}, {"vocab_size", 256}, {"hidden_size", 32}, {"ffn_dim", 48}, {"num_hidden_layers", 2},
+          {"num_attention_heads", 4}, {"max_position_embeddings", 64}};
+}
+
+// "tiny" / "deep": GPT-2; "llama", "opt": the HF families.
+std::shared_ptr<models::CausalLM> tp_model(const std::string& which) {
   torch::manual_seed(2024);
-  return models::GPT2(tp_shape(which));
+  if (which == "llama" || which == "opt") return models::from_config(tp_hf_config(which));
+  return models::GPT2(tp_shape(which)).ptr();
 }
 
 models::TokenDataset tp_corpus() {
@@ -100,7 +117,9 @@ torch::Tensor tp_slice_like(const std::string& name, const torch::Tensor& full, 
   return parallel::column_slice(full.t(), 1, tp, r, name, "columns").t();
 }
 
-void tp_expect_matches_reference(const std::string& which, int stage, int tp) {
+// `split_per_layer`: how many parameters of each layer AutoTP cuts (GPT-2 6: c_attn w+b, attn.c_proj w,
+// c_fc w+b, mlp.c_proj w; Llama 7: q/k/v/gate/up/o/down weights; OPT 10: q/k/v/fc1 w+b, out_proj/fc2 w).
+void tp_expect_matches_reference(const std::string& which, int stage, int tp, int split_per_layer = 6) {
   const int world = comm::launcher_world_size();
   const int dp = world / tp;
   const TpReference ref = tp_reference(which, dp);
@@ -125,6 +144,22 @@ void tp_expect_matches_reference(const std::string& which, int stage, int tp) {
   }
   EXPECT_LT(ref.losses[0].back(), ref.losses[0].front() - 0.2) << "the reference itself should learn";
 
+  // save_16bit_model puts the slices back together: the file is the whole trained model.
+  const std::filesystem::path out = ::testing::TempDir() + fmt::format("auto_tp_16bit_{}_{}_{}", which, stage, tp);
+  engine.save_16bit_model(out.string());
+  {
+    format::SafetensorsFile f((out / "model.safetensors").string());
+    for (const auto& [name, want] : ref.params) {
+      const auto& info = f.at(name);
+      ASSERT_EQ(info.shape, want.sizes().vec()) << name;
+      torch::Tensor got = torch::empty(info.shape, torch::kFloat32);
+      f.read(info, got.data_ptr(), got.numel() * sizeof(float));
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-5) << which << " stage " << stage << ": saved " << name;
+    }
+  }
+  engine.communicator().barrier();
+  if (engine.rank() == 0) std::filesystem::remove_all(out);
+
   zero::GatheredParameters full(engine);  // stage 3: the whole of this rank's slices
   int split = 0;
   for (const auto& p : model->named_parameters()) {
@@ -135,7 +170,8 @@ void tp_expect_matches_reference(const std::string& which, int stage, int tp) {
     const double diff = (p.value().detach() - want).abs().max().item<double>();
     EXPECT_LE(diff, 1e-5) << which << " stage " << stage << " tp " << tp << ": " << p.key();
   }
-  EXPECT_EQ(split, tp_shape(which).n_layer * 6) << "c_attn (w, b), attn.c_proj (w), c_fc (w, b), mlp.c_proj (w)";
+  const int64_t layers = which == "llama" || which == "opt" ? 2 : tp_shape(which).n_layer;
+  EXPECT_EQ(split, layers * split_per_layer) << which << ": the parameters AutoTP cut";
 }
 
 bool tp_world_is(std::initializer_list<int> worlds) {
@@ -155,6 +191,45 @@ INSTANTIATE_TEST_SUITE_P(ZeroStages, AutoTp, ::testing::Values(0, 1, 2, 3));
 TEST(AutoTpShapes, EightHeadsFourLayersAtTheWholeWorld) {
   if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group (mpirun -np 2 or 4)";
   tp_expect_matches_reference("deep", 1, comm::launcher_world_size());
+}
+
+TEST(AutoTpFamilies, LlamaWithGqaAndOptMatchThePlainLoop) {
+  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  tp_expect_matches_reference("llama", 1, 2, 7);  // kv heads 2 → 1 per rank, q heads 4 → 2
+  tp_expect_matches_reference("opt", 2, 2, 10);
+}
+
+TEST(AutoTpFamilies, GqaKvHeadsMustDivideTheGroup) {
+  if (!tp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4 (2 kv heads over 4 ranks)";
+  try {
+    auto engine = initialize(tp_model("llama"), load_config_text(tp_config(0, 4), 4, "<t>"));
+    ADD_FAILURE() << "2 kv heads were cut over 4 tensor-parallel ranks";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("layer 'model.layers.0.self_attn.k_proj': out_features 16 does not split into 1 block(s) of "
+                        "whole 8-wide heads over 4 tensor-parallel ranks"),
+              std::string::npos)
+        << what;
+  }
+}
+
+TEST(AutoTpMemory, EstimateMatchesTheEngineAtEveryStage) {
+  // ds-estimate's per-rank bytes under AutoTP (GPT2Config::parameter_sizes(tp), ZeRO over world / tp)
+  // equal what a real TP engine holds, kind by kind.
+  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  for (int stage : {0, 1, 2, 3}) {
+    auto engine = initialize(tp_model("tiny"), load_config_text(tp_config(stage, 2), comm::launcher_world_size(), "<t>"));
+    zero::EstimateInput in;
+    in.param_numels = tp_shape("tiny").parameter_sizes(2);
+    in.world = engine.topology().data_parallel().size();
+    in.plan = engine.dtypes();
+    in.config = &engine.config();
+    const MemoryLedger want = zero::estimate_model_states(in);
+    for (MemKind k : {MemKind::Params, MemKind::Grads, MemKind::Master, MemKind::OptimizerState, MemKind::Buffers})
+      EXPECT_EQ(engine.memory().bytes(Tier::Device, k), want.bytes(Tier::Device, k))
+          << "stage " << stage << " " << to_string(k) << "\nengine:\n" << engine.memory().table() << "estimate:\n"
+          << want.table();
+  }
 }
 
 // --- refusals: each names the key and the layer; checkpoints are refused before any write; a
