@@ -17,11 +17,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "bench_engine.h"
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "parallel/topology.h"
@@ -61,25 +61,12 @@ Result run(const Options& o) {
     torch::manual_seed(99 + s * 131 + dp_rank);
     return torch::randint(0, o.vocab, {o.micro, o.seq}, torch::kLong);
   };
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point t0;
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
-    if (s == o.warmup) {
-      engine.communicator().barrier();
-      t0 = Clock::now();
-    }
-    auto idx = batch(s);
-    engine.backward(engine.forward(idx, idx));
-    engine.step();
-  }
-  engine.communicator().barrier();
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double secs = ds::bench::timed_steps(engine, o.warmup, o.steps, batch);
   const auto& m = engine.memory();
   Result r;
   r.tp = o.tp;
   r.tokens_per_s = double(o.steps) * o.micro * o.seq * dp / secs;  // distinct tokens trained on
-  r.state_bytes = double(m.kind_total(ds::MemKind::Params) + m.kind_total(ds::MemKind::Grads) +
-                         m.kind_total(ds::MemKind::Master) + m.kind_total(ds::MemKind::OptimizerState));
+  r.state_bytes = ds::bench::model_state_bytes(m);
   r.psi = double(engine.model_states().numel());
   r.peak_rss = double(ds::peak_rss_bytes());
   return r;

@@ -15,13 +15,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_engine.h"
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "util/memory_ledger.h"
@@ -64,26 +64,13 @@ Result run_stage(const Options& o, int stage) {
     torch::manual_seed(99 + s * 131 + engine.rank());
     return torch::randint(0, o.vocab, {o.micro, o.seq}, torch::kLong);
   };
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point t0;
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
-    if (s == o.warmup) {
-      engine.communicator().barrier();
-      t0 = Clock::now();
-    }
-    auto idx = batch(s);
-    engine.backward(engine.forward(idx, idx));
-    engine.step();
-  }
-  engine.communicator().barrier();
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double secs = ds::bench::timed_steps(engine, o.warmup, o.steps, batch);
   const auto& m = engine.memory();
   Result r;
   r.world = engine.world_size();
   r.stage = stage;
   r.tokens_per_s = double(o.steps) * o.micro * o.seq * engine.world_size() / secs;
-  r.state_bytes = double(m.kind_total(ds::MemKind::Params) + m.kind_total(ds::MemKind::Grads) +
-                         m.kind_total(ds::MemKind::Master) + m.kind_total(ds::MemKind::OptimizerState));
+  r.state_bytes = ds::bench::model_state_bytes(m);
   r.psi = double(engine.model_states().numel());
   r.peak_rss = double(ds::peak_rss_bytes());
   return r;
