@@ -1,10 +1,16 @@
-// Shared by the multi-rank engine benchmarks (zero_scaling, tp_sp): the timed training loop and the
-// model-state bytes the engine's ledger holds.
+// Shared by the multi-rank engine benchmarks (zero_scaling, tp_sp): the timed training loop, the
+// model-state bytes the engine's ledger holds, and running a worker under mpirun for its RESULT lines.
 #pragma once
 
 #include <deepspeed/deepspeed.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "util/memory_ledger.h"
 
@@ -33,6 +39,33 @@ double timed_steps(Engine& engine, int warmup, int steps, BatchFn batch) {
 inline double model_state_bytes(const MemoryLedger& m) {
   return double(m.kind_total(MemKind::Params) + m.kind_total(MemKind::Grads) + m.kind_total(MemKind::Master) +
                 m.kind_total(MemKind::OptimizerState));
+}
+
+// The launcher prefix for a worker run at `world` ranks ("" at one rank: no launcher).
+inline std::string mpirun_prefix(int world) {
+  if (world == 1) return "";
+  std::string cmd = geteuid() == 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "";
+  return cmd + "mpirun -np " + std::to_string(world) + " --oversubscribe --bind-to none ";
+}
+
+// Runs `cmd` (a worker run, stderr merged) and returns the lines its rank 0 printed as "RESULT ...".
+// Fewer than `expected` of them, or a failed run, prints the rest of the output and throws.
+inline std::vector<std::string> result_lines(const std::string& cmd, size_t expected) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run: " + cmd);
+  char line[4096];
+  std::string log;
+  std::vector<std::string> results;
+  while (std::fgets(line, sizeof line, p)) {
+    if (std::string(line).rfind("RESULT ", 0) == 0) results.emplace_back(line);
+    else log += line;
+  }
+  const int rc = pclose(p);
+  if (rc != 0 || results.size() < expected) {
+    std::fprintf(stderr, "%s\n", log.c_str());
+    throw std::runtime_error("run failed (exit " + std::to_string(rc) + "): " + cmd);
+  }
+  return results;
 }
 
 }  // namespace ds::bench

@@ -13,7 +13,6 @@
 // cost of TP's collectives, not scaling. Embeddings and the LM head stay whole on every rank (no
 // vocab-parallel embedding yet), so a large vocabulary bounds the state ratio from below.
 #include <deepspeed/deepspeed.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -73,28 +72,14 @@ Result run(const Options& o) {
 }
 
 Result launch(const Options& o, int tp, const std::string& self) {
-  std::string cmd;
-  if (geteuid() == 0) cmd += "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
-  cmd += fmt::format("mpirun -np {} --oversubscribe --bind-to none {} --worker --tp {} --layers {} --embd {} --heads {} "
-                     "--vocab {} --seq {} --micro {} --steps {} --warmup {} --stage {} 2>&1",
-                     o.world, self, tp, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup, o.stage);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run: " + cmd);
-  char line[4096];
-  std::string log;
+  const std::string cmd =
+      ds::bench::mpirun_prefix(o.world) +
+      fmt::format("{} --worker --tp {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} --steps {} "
+                  "--warmup {} --stage {} 2>&1",
+                  self, tp, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup, o.stage);
   Result r;
-  bool got = false;
-  while (std::fgets(line, sizeof line, p)) {
-    if (std::sscanf(line, "RESULT %d %lf %lf %lf %lf", &r.tp, &r.tokens_per_s, &r.state_bytes, &r.psi, &r.peak_rss) == 5)
-      got = true;
-    else
-      log += line;
-  }
-  const int rc = pclose(p);
-  if (rc != 0 || !got) {
-    std::fprintf(stderr, "%s\n", log.c_str());
-    throw std::runtime_error(fmt::format("TP={} run failed (exit {}): {}", tp, rc, cmd));
-  }
+  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %lf %lf %lf %lf", &r.tp, &r.tokens_per_s,
+              &r.state_bytes, &r.psi, &r.peak_rss);
   std::fprintf(stderr, "  world %d, TP=%d: %.1f tokens/s\n", o.world, tp, r.tokens_per_s);
   return r;
 }

@@ -11,7 +11,6 @@
 // both at the largest world measured. On one machine the ranks share its cores, so tokens/s is a
 // measure of ZeRO's overhead (communication, gathers), not of scaling.
 #include <deepspeed/deepspeed.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -94,33 +93,18 @@ std::string join(const std::vector<int>& v) {
 }
 
 std::vector<Result> launch(const Options& o, int world, const std::string& self) {
-  std::string cmd;
-  if (world > 1) {
-    if (geteuid() == 0) cmd += "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
-    cmd += fmt::format("mpirun -np {} --oversubscribe --bind-to none ", world);
-  }
-  cmd += fmt::format("{} --worker --stages {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} "
-                     "--steps {} --warmup {} 2>&1",
-                     self, join(o.stages), o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup);
+  const std::string cmd =
+      ds::bench::mpirun_prefix(world) +
+      fmt::format("{} --worker --stages {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} "
+                  "--steps {} --warmup {} 2>&1",
+                  self, join(o.stages), o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup);
   std::vector<Result> out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run: " + cmd);
-  char line[4096];
-  std::string log;
-  while (std::fgets(line, sizeof line, p)) {
+  for (const std::string& line : ds::bench::result_lines(cmd, o.stages.size())) {
     Result r;
-    if (std::sscanf(line, "RESULT %d %d %lf %lf %lf %lf", &r.world, &r.stage, &r.tokens_per_s, &r.state_bytes, &r.psi,
-                    &r.peak_rss) == 6) {
-      out.push_back(r);
-      std::fprintf(stderr, "  world %d stage %d: %.1f tokens/s\n", r.world, r.stage, r.tokens_per_s);
-    } else {
-      log += line;
-    }
-  }
-  const int rc = pclose(p);
-  if (rc != 0 || out.size() != o.stages.size()) {
-    std::fprintf(stderr, "%s\n", log.c_str());
-    throw std::runtime_error(fmt::format("world {} run failed (exit {}): {}", world, rc, cmd));
+    std::sscanf(line.c_str(), "RESULT %d %d %lf %lf %lf %lf", &r.world, &r.stage, &r.tokens_per_s, &r.state_bytes,
+                &r.psi, &r.peak_rss);
+    out.push_back(r);
+    std::fprintf(stderr, "  world %d stage %d: %.1f tokens/s\n", r.world, r.stage, r.tokens_per_s);
   }
   return out;
 }
