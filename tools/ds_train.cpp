@@ -67,7 +67,9 @@ int run(int argc, char** argv) {
 
   const int64_t micro = engine.train_micro_batch_size_per_gpu();
   const int64_t gas = engine.gradient_accumulation_steps();
-  const int rank = engine.rank(), world = engine.world_size();
+  const int rank = engine.rank();
+  // Batches go by data-parallel rank: the ranks of a tensor- or sequence-parallel group share one.
+  const int dp = engine.topology().data().size(), dp_rank = engine.topology().data().rank();
   if (rank != 0) opt.progress = ds::ProgressMode::Off;  // rank 0 speaks for the job
   if (rank == 0) std::printf("model: %s\ndata: %s\nbatch: %lld sequences x %lld tokens (micro %lld x GAS %lld)\n",
               model_cfg.describe().c_str(), data.describe().c_str(),
@@ -104,7 +106,7 @@ int run(int argc, char** argv) {
     for (int64_t m = 0; m < gas; ++m) {
       // Global sample order: micro-batch m of step `step` on rank r, so any world size sees the
       // same samples per global batch as one process would.
-      auto batch = sampler.batch(((step * gas + m) * world + rank) * micro, micro);
+      auto batch = sampler.batch(((step * gas + m) * dp + dp_rank) * micro, micro);
       auto loss = engine.forward(batch.inputs, batch.targets);
       engine.backward(loss);
       engine.step();

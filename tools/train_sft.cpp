@@ -61,15 +61,17 @@ int run_sft(const TrainOptions& opt) {
     throw NotSupported(model->model_type() + " (" + opt.model_dir + ") cannot take packed rows (positions and attention per document); use --pad");
   auto engine = initialize(model, std::move(config));
   const int64_t micro = engine.train_micro_batch_size_per_gpu(), gas = engine.gradient_accumulation_steps();
-  const int rank = engine.rank(), world = engine.world_size();
+  const int rank = engine.rank();
+  // Shards go by data-parallel rank: the ranks of a tensor- or sequence-parallel group share one.
+  const int world = engine.topology().data().size(), dp_rank = engine.topology().data().rank();
   data::SampledBatches batches(
-      data::DistributedSampler(static_cast<int64_t>(items.size()), {.world_size = world, .rank = rank, .seed = opt.seed}),
+      data::DistributedSampler(static_cast<int64_t>(items.size()), {.world_size = world, .rank = dp_rank, .seed = opt.seed}),
       micro, drop_last);
   const int32_t pad_id = tok->special_id(tok->special_tokens().pad).value_or(
       tok->special_id(tok->special_tokens().eos).value_or(0));
   if (rank == 0) {
     std::printf("model: %s\ndata: %s\nrows: %zu %s %lld tokens; %lld micro-batches per epoch per rank "
-                "(micro %lld x GAS %lld x %d ranks)\n",
+                "(micro %lld x GAS %lld x %d data-parallel ranks)\n",
                 model->describe().c_str(), ds.describe().c_str(), items.size(),
                 opt.pack ? "packed rows of" : "padded rows (to the longest of each micro-batch) of at most",
                 static_cast<long long>(seq), static_cast<long long>(batches.batches_per_epoch()),

@@ -40,21 +40,17 @@ void warn_about_fp16_scales(ParseContext& ctx, const Config& cfg) {
 }
 
 // The triple is resolved for world / (pipeline.stages x sequence_parallel_size x autotp_size), as
-// DeepSpeed does, but the engine has no pipeline or Ulysses layer yet and would run data parallelism
-// over every rank: a different global batch. Refused until the engine uses them (AutoTP it does).
+// DeepSpeed does, but the engine has no pipeline layer yet and would run data parallelism over every
+// rank: a different global batch. Refused until the engine uses it (AutoTP and Ulysses it does).
 void refuse_unimplemented_parallelism(const Config& cfg) {
   const ParallelSizes& s = cfg.parallel_sizes;
-  const std::pair<int, const char*> sizes[] = {{s.pipeline_stages, "pipeline.stages"},
-                                               {s.sequence_parallel_size, "sequence_parallel_size"}};
-  static constexpr const char* kWhat[] = {"pipeline parallelism", "Ulysses sequence parallelism"};
-  for (int i = 0; i < 2; ++i) {
-    if (sizes[i].first == 1) continue;
-    throw NotSupported(fmt::format("{}: {} ({}) is not implemented by deepspeed.cpp's engine yet: it would run data "
-                                   "parallelism over all {} ranks, not over the data-parallel world of {} that the "
-                                   "batch triple was resolved for (world {} / {}); remove the key or set it to 1",
-                                   sizes[i].second, sizes[i].first, kWhat[i], cfg.world_size,
-                                   cfg.data_parallel_size, cfg.world_size, cfg.world_size / cfg.data_parallel_size));
-  }
+  if (s.pipeline_stages == 1) return;
+  throw NotSupported(fmt::format("pipeline.stages: {} (pipeline parallelism) is not implemented by deepspeed.cpp's "
+                                 "engine yet: it would run data parallelism over all {} ranks, not over the "
+                                 "data-parallel world of {} that the batch triple was resolved for (world {} / {}); "
+                                 "remove the key or set it to 1",
+                                 s.pipeline_stages, cfg.world_size, cfg.data_parallel_size, cfg.world_size,
+                                 cfg.world_size / cfg.data_parallel_size));
 }
 
 }  // namespace

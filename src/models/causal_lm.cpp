@@ -1,5 +1,7 @@
 #include "models/causal_lm.h"
 
+#include <fmt/format.h>
+
 #include "util/error.h"
 
 namespace ds::models {
@@ -8,14 +10,46 @@ void CausalLM::set_sequence_layout(std::optional<SequenceLayout> layout) {
   DS_CHECK(!layout || supports_sequence_layout(), NotSupported,
            model_type() + " models cannot take packed rows (positions and attention per document); "
                           "use padding (ds-train --pad) or a Llama-family / OPT model");
+  DS_CHECK(!layout || !sequence_parallel(), NotSupported,
+           "packed rows (per-document positions and attention) under sequence_parallel_size > 1 are not supported "
+           "yet; use padded rows with Ulysses");
   *layout_slot_ = std::move(layout);
+}
+
+void CausalLM::enable_sequence_parallel(comm::Communicator& sp) {
+  if (sp.size() == 1) return;
+  if (!supports_sequence_parallel())
+    throw ConfigError("sequence_parallel_size",
+                      fmt::format("{} over {} ranks: {} models have no DistributedAttention-capable attention in "
+                                  "deepspeed.cpp yet (GPT-2 has); set sequence_parallel_size to 1",
+                                  sp.size(), sp.size(), model_type()));
+  DS_CHECK(!layout_slot_->has_value(), NotSupported,
+           "sequence_parallel_size: the model holds a packed-rows layout; clear it (set_sequence_layout(nullopt)) first");
+  const int64_t heads = local_attention_heads();
+  if (heads % sp.size() != 0)
+    throw ConfigError("sequence_parallel_size",
+                      fmt::format("the attention's {} heads per rank (after tensor parallelism's cut) do not split "
+                                  "over a sequence-parallel group of {} (Ulysses gives each rank whole heads); use a "
+                                  "size that divides {}",
+                                  heads, sp.size(), heads));
+  sp_slot_->comm = &sp;
+}
+
+torch::Tensor CausalLM::token_loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
+  if (!sequence_parallel()) return lm_loss(logits, targets);
+  comm::Communicator& sp = *sp_slot_->comm;
+  const torch::Tensor mine = parallel::shard_sequence(targets, sp).reshape({-1});  // aligned with the local logits
+  auto flat = logits.reshape({-1, logits.size(-1)}).to(torch::kFloat);
+  namespace F = torch::nn::functional;
+  auto sum = F::cross_entropy(flat, mine, F::CrossEntropyFuncOptions().reduction(torch::kSum));  // -100 ignored
+  return parallel::sequence_parallel_mean(sum, (mine != -100).sum().item<int64_t>(), sp);
 }
 
 torch::Tensor CausalLM::forward(const torch::Tensor& idx, const torch::Tensor& targets) {
   DS_CHECK(targets.defined() && idx.defined() && targets.sizes() == idx.sizes(), Error,
            model_type() + ": targets " + (targets.defined() ? shape_str(targets.sizes()) : std::string("undefined")) +
                " must have the shape of the inputs " + (idx.defined() ? shape_str(idx.sizes()) : std::string("undefined")));
-  return lm_loss(forward(idx), targets);
+  return token_loss(forward(idx), targets);
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

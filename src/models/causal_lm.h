@@ -13,10 +13,11 @@
 
 #include "models/sequence_layout.h"
 #include "nn/layer_list.h"
+#include "parallel/ulysses.h"
 
 namespace ds::models {
 
-class CausalLM : public torch::nn::Module {
+class CausalLM : public torch::nn::Module, public parallel::SequenceParallelModel {
  public:
   // Token ids int64 [B,T] → logits [B,T,V] in the parameters' dtype. Runs layers().forward(idx).
   virtual torch::Tensor forward(const torch::Tensor& idx) = 0;
@@ -53,8 +54,22 @@ class CausalLM : public torch::nn::Module {
   void set_sequence_layout(std::optional<SequenceLayout> layout);
   virtual bool supports_sequence_layout() const { return false; }
 
+  // Ulysses (parallel/ulysses.h): every rank of `sp` is given the whole batch; the embedding keeps
+  // this rank's tokens (global positions), attention all-to-alls over the group, forward(idx) returns
+  // this rank's [B,T/N,V] logits and forward(idx, targets) the group's mean over every token.
+  // ConfigError naming sequence_parallel_size for a family without it or heads that do not split.
+  void enable_sequence_parallel(comm::Communicator& sp) override;
+  virtual bool supports_sequence_parallel() const { return false; }
+  bool sequence_parallel() const { return sp_slot_->active(); }
+
  protected:
+  // The attention heads each rank computes before Ulysses splits them (after AutoTP's cut).
+  virtual int64_t local_attention_heads() const { return 0; }
+  // lm_loss, or under sequence parallelism the group's token mean over this rank's targets' block.
+  torch::Tensor token_loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
+
   SequenceLayoutSlot layout_slot_ = std::make_shared<std::optional<SequenceLayout>>();
+  parallel::SequenceGroupSlot sp_slot_ = std::make_shared<parallel::SequenceGroup>();
 };
 
 // Mean cross-entropy of logits [B,T,V] against aligned targets [B,T] (-100 ignored); 16-bit

@@ -61,13 +61,20 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto qkv_all = c_attn(x);
   const int64_t c = qkv_all.size(2) / 3, n_head = c / d;
   auto qkv = qkv_all.split(c, /*dim=*/2);
-  auto heads = [&](const torch::Tensor& z) { return z.view({b, t, n_head, d}).transpose(1, 2); };
+  // Ulysses: [B,H,T/N,D] → [B,H/N,T,D] (every token, this rank's heads) and back after attention.
+  comm::Communicator* sp = sequence->active() ? sequence->comm : nullptr;
+  auto heads = [&](const torch::Tensor& z) {
+    auto h = z.view({b, t, n_head, d}).transpose(1, 2);
+    return sp ? parallel::sequence_to_heads(h, *sp) : h;
+  };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  const int64_t tq = q.size(2);  // the whole sequence
   // scores [B,H,T,T]; position i may attend to j ≤ i only.
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-  auto future = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
+  auto future = torch::ones({tq, tq}, x.options().dtype(torch::kBool)).triu(1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  auto y = torch::matmul(torch::softmax(scores, -1), v);        // [B,H,T,D]
+  auto y = torch::matmul(torch::softmax(scores, -1), v);  // [B,H,T,D]
+  if (sp) y = parallel::heads_to_sequence(y, *sp);       // [B,H,T/N,D]
   return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));  // [B,T,C]
 }
 
@@ -104,6 +111,7 @@ GPT2TransformerImpl::GPT2TransformerImpl(const GPT2Config& config) {
 GPT2Impl::GPT2Impl(GPT2Config config) : config_(config) {
   config_.validate();
   transformer = register_module("transformer", GPT2Transformer(config_));
+  for (size_t i = 0; i < transformer->h->size(); ++i) transformer->h->ptr<BlockImpl>(i)->attn->sequence = sp_slot_;
   init_weights();
   build_layers();
 }
@@ -140,10 +148,14 @@ void GPT2Impl::build_layers() {
   auto wte = transformer->wte.ptr();
   auto wpe = transformer->wpe.ptr();
   const GPT2Config cfg = config_;
+  parallel::SequenceGroupSlot sp = sp_slot_;
   layers_.add(
       "embed",
-      [wte, wpe, cfg](const torch::Tensor& idx) {
+      [wte, wpe, cfg, sp](const torch::Tensor& idx) {
         check_tokens(idx, cfg);
+        if (sp->active())  // Ulysses: this rank's block of tokens, at their global positions
+          return wte->forward(parallel::shard_sequence(idx, *sp->comm)) +
+                 wpe->forward(parallel::sequence_positions(idx.size(1), *sp->comm, idx.device()));
         auto pos = torch::arange(idx.size(1), idx.options());  // [T]
         return wte->forward(idx) + wpe->forward(pos);  // [B,T,C] + [T,C]
       },
@@ -174,7 +186,11 @@ torch::Tensor GPT2Impl::forward(const torch::Tensor& idx, const torch::Tensor& t
   DS_CHECK(targets.defined() && targets.sizes() == idx.sizes(), Error,
            "GPT2: targets " + (targets.defined() ? shape_str(targets.sizes()) : std::string("undefined")) +
                " must have the shape of the inputs " + shape_str(idx.sizes()));
-  return lm_loss(forward(idx), targets);
+  return token_loss(forward(idx), targets);
+}
+
+int64_t GPT2Impl::local_attention_heads() const {
+  return transformer->h->size() == 0 ? config_.n_head : transformer->h->ptr<BlockImpl>(0)->attn->local_heads();
 }
 
 nlohmann::json GPT2Impl::hf_config() const { return hf_config_json(config_); }

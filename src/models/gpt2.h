@@ -16,7 +16,8 @@
 namespace ds::models {
 
 // Causal multi-head self-attention. x [B,T,C] → [B,T,C]. Under AutoTP c_attn holds this rank's
-// heads (of q, k and v) and c_proj reads them; the head count follows from c_attn's width.
+// heads (of q, k and v) and c_proj reads them; the head count follows from c_attn's width. Under
+// Ulysses x holds this rank's T/N tokens and attention runs as DistributedAttention over `sequence`.
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head);
@@ -24,6 +25,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 
   LoraLinear c_attn{nullptr};  // C → 3C (q, k, v)
   LoraLinear c_proj{nullptr};  // C → C (residual projection)
+  parallel::SequenceGroupSlot sequence = std::make_shared<parallel::SequenceGroup>();  // the model's, once built
+
+  int64_t local_heads() const { return c_attn->weight.size(0) / 3 / head_dim_; }
 
  private:
   int64_t head_dim_;
@@ -93,10 +97,14 @@ class GPT2Impl : public CausalLM {
   bool hf_ignorable(const std::string& name) const override;   // lm_head, attention-mask buffers
   std::string describe() const override { return config_.describe(); }
   std::string hf_base_prefix() const override { return "transformer."; }
+  bool supports_sequence_parallel() const override { return true; }
 
   const GPT2Config& config() const { return config_; }
 
   GPT2Transformer transformer{nullptr};
+
+ protected:
+  int64_t local_attention_heads() const override;
 
  private:
   void init_weights();

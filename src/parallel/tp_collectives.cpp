@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "nn/tensor_buffer.h"
+#include "parallel/autograd_group.h"
 #include "util/error.h"
 
 namespace ds::parallel {
@@ -10,14 +11,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Autograd keeps non-tensor state as IValues; the group outlives every step that uses it.
-void keep(AutogradContext* ctx, comm::Communicator& tp) {
-  ctx->saved_data["tp"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(&tp));
-}
-comm::Communicator& group(AutogradContext* ctx) {
-  return *reinterpret_cast<comm::Communicator*>(static_cast<intptr_t>(ctx->saved_data["tp"].toInt()));
-}
 
 torch::Tensor all_reduce_sum(const torch::Tensor& x, comm::Communicator& tp) {
   torch::Tensor out = x.contiguous().clone();
@@ -47,11 +40,11 @@ torch::Tensor gather_last(const torch::Tensor& x, comm::Communicator& tp) {
 
 struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, comm::Communicator* tp) {
-    keep(ctx, *tp);
+    save_group(ctx, *tp);
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {all_reduce_sum(g[0], group(ctx)), torch::Tensor()};
+    return {all_reduce_sum(g[0], saved_group(ctx)), torch::Tensor()};
   }
 };
 
@@ -64,21 +57,21 @@ struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
 
 struct ScatterToRegion : torch::autograd::Function<ScatterToRegion> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, comm::Communicator* tp) {
-    keep(ctx, *tp);
+    save_group(ctx, *tp);
     return slice_last(x, *tp);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {gather_last(g[0], group(ctx)), torch::Tensor()};
+    return {gather_last(g[0], saved_group(ctx)), torch::Tensor()};
   }
 };
 
 struct GatherFromRegion : torch::autograd::Function<GatherFromRegion> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, comm::Communicator* tp) {
-    keep(ctx, *tp);
+    save_group(ctx, *tp);
     return gather_last(x, *tp);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {slice_last(g[0], group(ctx)), torch::Tensor()};
+    return {slice_last(g[0], saved_group(ctx)), torch::Tensor()};
   }
 };
 

@@ -22,7 +22,7 @@ int64_t fingerprint(const torch::Tensor& t) {
 
 }  // namespace
 
-void check_same_inputs(comm::Communicator& tp, const std::vector<torch::Tensor>& inputs) {
+void check_same_inputs(comm::Communicator& tp, const std::vector<torch::Tensor>& inputs, const GroupKind& kind) {
   if (tp.size() == 1 || inputs.empty()) return;
   const size_t n = inputs.size();
   std::vector<int64_t> high(n), low(n);
@@ -32,10 +32,10 @@ void check_same_inputs(comm::Communicator& tp, const std::vector<torch::Tensor>&
   for (size_t i = 0; i < n; ++i) {
     if (high[i] == low[i]) continue;
     throw Error(fmt::format(
-        "tensor_parallel.autotp_size {}: forward argument {} differs across the tensor-parallel group (this rank "
-        "is {} of the group): every rank of a tensor-parallel group must see the same batch; shard the data by "
-        "data-parallel rank (engine.topology().data_parallel().rank() of data_parallel().size()), not by world rank",
-        tp.size(), i, tp.rank()));
+        "{} {}: forward argument {} differs across the {} group (this rank is {} of the group): every rank of a "
+        "{} group must see the same batch; shard the data by data-parallel rank (engine.topology().data().rank() "
+        "of data().size()), not by world rank",
+        kind.key, tp.size(), i, kind.name, tp.rank(), kind.name));
   }
 }
 

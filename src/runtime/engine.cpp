@@ -27,7 +27,7 @@ std::shared_ptr<torch::nn::Module> non_null(std::shared_ptr<torch::nn::Module> m
 Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config cfg, EngineOptions options)
     : module_(non_null(std::move(module))),
       layers_(options.layers), p_(std::make_unique<EngineParts>(build_engine_parts(*module_, std::move(cfg), options))) {
-  check_inputs_ = p_->tensor_parallel.has_value();
+  check_inputs_ = p_->tensor_parallel.has_value() || p_->topology->sequence().size() > 1;
   if (p_->scheduler) apply_schedule();  // construction sets the initial lr (e.g. warmup_min_lr), as DeepSpeed's does
   log_engine_ready(*p_);
   if (config().steps_per_print) p_->telemetry->log_progress(snapshot());
@@ -52,7 +52,9 @@ void Engine::before_forward() {
 }
 
 void Engine::check_forward_inputs(const std::vector<torch::Tensor>& inputs) {
+  // Both groups compute on one batch: TP ranks hold slices of the layers, SP ranks blocks of its tokens.
   parallel::check_same_inputs(p_->topology->model(), inputs);
+  parallel::check_same_inputs(p_->topology->sequence(), inputs, parallel::kSequenceGroup);
 }
 
 void Engine::after_forward() {

@@ -118,7 +118,7 @@ class Engine {
   // Called around the user's forward by ModelEngine::forward.
   void before_forward();
   void after_forward();
-  // Under AutoTP, every rank of a tensor-parallel group must be given the same batch: ModelEngine
+  // Under AutoTP and Ulysses, every rank of a tensor- or sequence-parallel group must be given the same batch: ModelEngine
   // checks the forward's tensor arguments (one small all-reduce; ds::Error naming the argument).
   bool checks_forward_inputs() const noexcept { return check_inputs_; }
   void check_forward_inputs(const std::vector<torch::Tensor>& inputs);
@@ -138,7 +138,7 @@ class Engine {
   std::unique_ptr<EngineParts> p_;  // built once (runtime/engine_builder.h)
   StopRequest stop_;               // agreed at each accumulation boundary
   bool step_in_flight_ = false;    // this boundary's optimizer step already ran during backward
-  bool check_inputs_ = false;      // AutoTP: forward arguments are compared across the group
+  bool check_inputs_ = false;      // AutoTP / Ulysses: forward arguments are compared across the groups
   StepCounters n_;
 };
 

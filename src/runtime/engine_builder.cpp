@@ -9,6 +9,7 @@
 #include "runtime/host_setup.h"
 #include "runtime/memory_budget.h"
 #include "runtime/output_paths.h"
+#include "parallel/ulysses.h"
 #include "runtime/trainable_params.h"
 #include "util/error.h"
 #include "util/logging.h"
@@ -48,6 +49,19 @@ void build_states(EngineParts& p, torch::nn::Module& module, const EngineOptions
   }
 }
 
+// Ulysses runs inside the model's attention: the engine only hands it the sequence group.
+void enable_ulysses(torch::nn::Module& module, comm::Communicator& sp) {
+  auto* model = dynamic_cast<parallel::SequenceParallelModel*>(&module);
+  if (model == nullptr)
+    throw ConfigError("sequence_parallel_size",
+                      fmt::format("{} needs a model whose attention can run as DistributedAttention (a "
+                                  "ds::models::CausalLM family that supports it: GPT-2); this module is not one; set "
+                                  "sequence_parallel_size to 1",
+                                  sp.size()));
+  model->enable_sequence_parallel(sp);
+  log::info("Ulysses sequence parallelism over {} ranks: each holds 1/{} of every sequence", sp.size(), sp.size());
+}
+
 void build_schedule(EngineParts& p) {
   const Config& c = *p.config;
   if (!c.scheduler) return;
@@ -67,7 +81,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   const Config& c = *p.config;
   std::shared_ptr<comm::Communicator> world = o.comm;
   if (!world && !o.topology) world = comm::make_communicator(comm::Backend::Auto);
-  const ParallelSizes& n = c.parallel_sizes;  // pipeline and sequence sizes are 1 (config/ refuses more for now)
+  const ParallelSizes& n = c.parallel_sizes;  // the pipeline's size is 1 (config/ refuses more for now)
   p.topology = o.topology ? o.topology
                           : std::make_shared<parallel::Topology>(
                                 world, parallel::TopologySizes{n.pipeline_stages, n.autotp_size, n.sequence_parallel_size});
@@ -87,6 +101,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
     p.tensor_parallel = parallel::apply_auto_tp(module, p.topology->model());
     log::info("AutoTP over {} ranks: {}", p.topology->model().size(), p.tensor_parallel->summary());
   }
+  if (p.topology->sequence().size() > 1) enable_ulysses(module, p.topology->sequence());
   build_states(p, module, o);
   zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.data_parallel().rank()};
   for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay});

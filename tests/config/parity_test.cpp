@@ -159,16 +159,20 @@ TEST(Parity, BatchErrorsUnderSequenceParallelismShowTheDataParallelWorld) {
             "GAS 1) = 0 micro-batch per rank; data-parallel world 4 = world 8 / (sequence_parallel_size 2))");
 }
 
-TEST(Parity, ParallelSizesAboveOneAreRefusedUntilTheEngineUsesThem) {
+TEST(Parity, PipelineStagesAboveOneAreRefusedUntilTheEngineUsesThem) {
   try {
-    test::load(R"({"train_batch_size": 8, "sequence_parallel_size": 2})", 8);
+    test::load(R"({"train_batch_size": 8, "pipeline": {"stages": 2}})", 8);
     FAIL() << "expected NotSupported";
   } catch (const NotSupported& e) {
     EXPECT_EQ(std::string(e.what()),
-              "sequence_parallel_size: 2 (Ulysses sequence parallelism) is not implemented by deepspeed.cpp's "
-              "engine yet: it would run data parallelism over all 8 ranks, not over the data-parallel world of 4 "
-              "that the batch triple was resolved for (world 8 / 2); remove the key or set it to 1");
+              "pipeline.stages: 2 (pipeline parallelism) is not implemented by deepspeed.cpp's engine yet: it would "
+              "run data parallelism over all 8 ranks, not over the data-parallel world of 4 that the batch triple "
+              "was resolved for (world 8 / 2); remove the key or set it to 1");
   }
+  // Ulysses is: sequence_parallel_size divides the world before the batch triple.
+  const Config sp = test::load(R"({"train_batch_size": 8, "sequence_parallel_size": 2})", 8);
+  EXPECT_EQ(sp.data_parallel_size, 4);
+  EXPECT_EQ(sp.train_micro_batch_size_per_gpu, 2);
   // Sizes of 1 (autotp_size 0 = off, stages "auto") are the plain data-parallel world, silently.
   const Config c = test::load(R"({"train_batch_size": 8, "sequence_parallel_size": 1,
       "tensor_parallel": {"autotp_size": 0, "tp_overlap_comm": false}, "pipeline": {"stages": "auto"}})", 4);
