@@ -1,26 +1,35 @@
-// tp_sp: data parallelism vs AutoTP tensor parallelism at one world size (real MPI ranks): tokens/s,
-// per-rank model-state bytes and peak RSS, GPT-2 with 16 heads, fp32, Adam, ZeRO stage 0 by default
-// (TP's own saving; --stage 1-3 adds ZeRO over the data-parallel group, which then has fewer ranks).
+// tp_sp: data parallelism vs AutoTP tensor parallelism vs Ulysses sequence parallelism at one world
+// size (real MPI ranks): tokens/s, per-rank model-state bytes, activation bytes and peak RSS, GPT-2
+// with 16 heads, fp32, Adam, ZeRO stage 0 by default (the parallelism's own saving; --stage 1-3 adds
+// ZeRO over the data-parallel group). Then the longest sequence each of DP and SP=2 trains within
+// the tensor bytes DP needs at --long-seq tokens (micro-batch 1, the --long-seqs ladder).
 //
-//   ./build/benchmarks/tp_sp                     # drives: mpirun -np W <self> --worker --tp T
+//   ./build/benchmarks/tp_sp                     # drives: mpirun -np W <self> --worker --tp T --sp S
 //   ./build/benchmarks/tp_sp --world 4 --layers 8 --embd 512 --vocab 50257
 //
 // Ends with
 //   BENCH tp2_state_bytes ours=<TP=2 x DP=W/2 bytes/rank> ref=<DP=W bytes/rank> unit=bytes ratio=..
 //   BENCH tp2_step_vs_dp ours=<TP=2 tokens/s> ref=<DP tokens/s> unit=tokens_per_s ratio=..
-// Tokens/s counts every rank's tokens, and a tensor-parallel group shares its batch, so TP=2 trains
-// on half as many tokens per step. On one machine the ranks share its cores: tokens/s measures the
-// cost of TP's collectives, not scaling. Embeddings and the LM head stay whole on every rank (no
-// vocab-parallel embedding yet), so a large vocabulary bounds the state ratio from below.
+//   BENCH sp2_activation_bytes ours=<SP=2 bytes/rank> ref=<DP bytes/rank> unit=bytes ratio=..
+//   BENCH sp2_step_vs_dp ours=<SP=2 tokens/s> ref=<DP tokens/s> unit=tokens_per_s ratio=..
+//   BENCH sp2_max_seq ours=<SP=2 tokens> ref=<DP tokens> unit=tokens ratio=..
+// Tokens/s counts distinct tokens: a tensor- or sequence-parallel group shares its batch, so it
+// trains on half as many per step. On one machine the ranks share its cores: tokens/s measures the
+// cost of the collectives, not scaling. Embeddings and the LM head stay whole on every TP rank (no
+// vocab-parallel embedding yet), so a large vocabulary bounds TP's state ratio from below.
+// Activation bytes are exact CPU tensor bytes (cpu_tensor_bytes.h): the peak of one forward +
+// backward above what was live before it.
 #include <deepspeed/deepspeed.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "bench_engine.h"
+#include "cpu_tensor_bytes.h"
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "parallel/topology.h"
@@ -32,56 +41,129 @@ namespace {
 
 struct Options {
   int world = 4;
-  int tp = 1;  // worker: this run's autotp_size
+  int tp = 1, sp = 1;  // worker: this run's autotp_size and sequence_parallel_size
   int64_t layers = 8, embd = 512, heads = 16, vocab = 50257, seq = 128, micro = 2;
   int steps = 4, warmup = 1, stage = 0;
+  std::vector<int64_t> long_seqs = {512, 640, 768, 896, 1024, 1152, 1280};  // the first is DP's budget
+  bool ladder = false;  // worker: climb long_seqs instead of the timed run
 };
 
 struct Result {
-  int tp = 0;
-  double tokens_per_s = 0, state_bytes = 0, psi = 0, peak_rss = 0;
+  int tp = 0, sp = 0;
+  double tokens_per_s = 0, state_bytes = 0, psi = 0, peak_rss = 0, activation = 0;
 };
 
-Result run(const Options& o) {
+auto make_engine(const Options& o, int64_t n_positions, int64_t micro) {
   ds::models::GPT2Config c;
   c.vocab_size = o.vocab;
-  c.n_positions = o.seq;
+  c.n_positions = n_positions;
   c.n_embd = o.embd;
   c.n_layer = o.layers;
   c.n_head = o.heads;
   torch::manual_seed(1234);
   auto model = ds::models::GPT2(c);
-  auto engine = ds::initialize(model, nlohmann::json::parse(fmt::format(R"({{
+  return ds::initialize(model, nlohmann::json::parse(fmt::format(R"({{
       "train_micro_batch_size_per_gpu": {}, "gradient_clipping": 1.0, "tensor_parallel": {{"autotp_size": {}}},
-      "optimizer": {{"type": "Adam", "params": {{"lr": 1e-4}}}}, "zero_optimization": {{"stage": {}}} }})",
-                                                                        o.micro, o.tp, o.stage)));
-  const int dp_rank = engine.topology().data_parallel().rank(), dp = engine.topology().data_parallel().size();
-  auto batch = [&](int s) {  // by data-parallel rank: the ranks of a tensor-parallel group share it
-    torch::manual_seed(99 + s * 131 + dp_rank);
-    return torch::randint(0, o.vocab, {o.micro, o.seq}, torch::kLong);
-  };
+      "sequence_parallel_size": {}, "optimizer": {{"type": "Adam", "params": {{"lr": 1e-4}}}},
+      "zero_optimization": {{"stage": {}}} }})",
+                                                                 micro, o.tp == 1 ? 0 : o.tp, o.sp, o.stage)));
+}
+
+// A batch by data-parallel rank: the ranks of a tensor- or sequence-parallel group share it.
+torch::Tensor batch_for(const Options& o, const ds::Engine& engine, int step, int64_t micro, int64_t seq) {
+  torch::manual_seed(99 + step * 131 + engine.topology().data().rank());
+  return torch::randint(0, o.vocab, {micro, seq}, torch::kLong);
+}
+
+// One forward + backward: the tensor bytes it held at its peak above what was live before it.
+template <class Engine>
+double activation_bytes(Engine& engine, const torch::Tensor& idx) {
+  auto& bytes = ds::bench::CpuTensorBytes::install();
+  bytes.reset_peak();
+  const int64_t before = bytes.live();
+  engine.backward(engine.forward(idx, idx));
+  const int64_t peak = bytes.peak();
+  engine.step();
+  return double(peak - before);
+}
+
+Result run(const Options& o) {
+  ds::bench::CpuTensorBytes::install();
+  auto engine = make_engine(o, o.seq, o.micro);
+  const int dp = engine.topology().data().size();
+  auto batch = [&](int s) { return batch_for(o, engine, s, o.micro, o.seq); };
   const double secs = ds::bench::timed_steps(engine, o.warmup, o.steps, batch);
   const auto& m = engine.memory();
   Result r;
   r.tp = o.tp;
+  r.sp = o.sp;
   r.tokens_per_s = double(o.steps) * o.micro * o.seq * dp / secs;  // distinct tokens trained on
   r.state_bytes = ds::bench::model_state_bytes(m);
   r.psi = double(engine.model_states().numel());
+  r.activation = activation_bytes(engine, batch(o.warmup + o.steps));
   r.peak_rss = double(ds::peak_rss_bytes());
   return r;
 }
 
-Result launch(const Options& o, int tp, const std::string& self) {
-  const std::string cmd =
-      ds::bench::mpirun_prefix(o.world) +
-      fmt::format("{} --worker --tp {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} --steps {} "
-                  "--warmup {} --stage {} 2>&1",
-                  self, tp, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup, o.stage);
+// Every rank's tensor bytes at the peak of one step at each length of the ladder (micro-batch 1):
+// "RESULT <seq> <bytes>" lines from rank 0 (the ranks hold the same amounts).
+void climb(const Options& o, int rank) {
+  auto& bytes = ds::bench::CpuTensorBytes::install();
+  auto engine = make_engine(o, o.long_seqs.back(), 1);
+  const torch::Tensor first = batch_for(o, engine, 0, 1, o.long_seqs.front());
+  engine.backward(engine.forward(first, first));
+  engine.step();  // the optimizer's state exists from here on
+  for (size_t i = 0; i < o.long_seqs.size(); ++i) {
+    bytes.reset_peak();
+    auto idx = batch_for(o, engine, int(i) + 1, 1, o.long_seqs[i]);
+    engine.backward(engine.forward(idx, idx));
+    engine.step();
+    if (rank == 0) std::printf("RESULT %lld %lld\n", static_cast<long long>(o.long_seqs[i]), static_cast<long long>(bytes.peak()));
+  }
+}
+
+std::string worker_args(const Options& o, int tp, int sp) {
+  return fmt::format("--worker --tp {} --sp {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} --steps {} "
+                     "--warmup {} --stage {} --long-seqs {}",
+                     tp, sp, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup, o.stage,
+                     fmt::join(o.long_seqs, " "));
+}
+
+Result launch(const Options& o, int tp, int sp, const std::string& self) {
+  const std::string cmd = ds::bench::mpirun_prefix(o.world) + self + " " + worker_args(o, tp, sp) + " 2>&1";
   Result r;
-  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %lf %lf %lf %lf", &r.tp, &r.tokens_per_s,
-              &r.state_bytes, &r.psi, &r.peak_rss);
-  std::fprintf(stderr, "  world %d, TP=%d: %.1f tokens/s\n", o.world, tp, r.tokens_per_s);
+  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %d %lf %lf %lf %lf %lf", &r.tp, &r.sp,
+              &r.tokens_per_s, &r.state_bytes, &r.psi, &r.peak_rss, &r.activation);
+  std::fprintf(stderr, "  world %d, TP=%d, SP=%d: %.1f tokens/s\n", o.world, tp, sp, r.tokens_per_s);
   return r;
+}
+
+// (seq, peak tensor bytes per rank) along the ladder.
+std::vector<std::pair<int64_t, double>> launch_ladder(const Options& o, int sp, const std::string& self) {
+  const std::string cmd = ds::bench::mpirun_prefix(o.world) + self + " " + worker_args(o, 1, sp) + " --ladder 2>&1";
+  std::vector<std::pair<int64_t, double>> out;
+  for (const std::string& line : ds::bench::result_lines(cmd, o.long_seqs.size())) {
+    long long seq = 0;
+    double b = 0;
+    std::sscanf(line.c_str(), "RESULT %lld %lf", &seq, &b);
+    out.emplace_back(seq, b);
+  }
+  std::fprintf(stderr, "  world %d, SP=%d: ladder done\n", o.world, sp);
+  return out;
+}
+
+// The longest length whose peak fits `budget` (0 when none does).
+int64_t longest_within(const std::vector<std::pair<int64_t, double>>& ladder, double budget) {
+  int64_t best = 0;
+  for (const auto& [seq, b] : ladder)
+    if (b <= budget) best = std::max(best, seq);
+  return best;
+}
+
+std::string mode_name(const Result& r, int world) {
+  if (r.tp > 1) return fmt::format("TP={} x DP={}", r.tp, world / r.tp);
+  if (r.sp > 1) return fmt::format("SP={} x DP={}", r.sp, world / r.sp);
+  return fmt::format("DP={}", world);
 }
 
 }  // namespace
@@ -89,9 +171,12 @@ Result launch(const Options& o, int tp, const std::string& self) {
 int main(int argc, char** argv) {
   Options o;
   bool worker_mode = false;
-  CLI::App app{"tp_sp: data parallelism vs AutoTP at one world size — tokens/s, model-state bytes and peak RSS per rank"};
+  CLI::App app{"tp_sp: data parallelism vs AutoTP vs Ulysses at one world size — tokens/s, model-state and activation bytes, peak RSS per rank, longest sequence"};
   app.add_option("--world", o.world)->capture_default_str();
   app.add_option("--tp", o.tp, "worker: autotp_size")->capture_default_str();
+  app.add_option("--sp", o.sp, "worker: sequence_parallel_size")->capture_default_str();
+  app.add_option("--long-seqs", o.long_seqs, "the max-sequence ladder (the first is DP's budget)")->capture_default_str();
+  app.add_flag("--ladder", o.ladder, "worker: climb the ladder");
   app.add_option("--layers", o.layers)->capture_default_str();
   app.add_option("--embd", o.embd)->capture_default_str();
   app.add_option("--heads", o.heads)->capture_default_str();
@@ -105,25 +190,47 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (worker_mode) {
     auto comm = ds::comm::make_communicator(ds::comm::Backend::Auto);
+    if (o.ladder) {
+      climb(o, comm->rank());
+      return 0;
+    }
     const Result r = run(o);
     if (comm->rank() == 0)
-      std::printf("RESULT %d %.6f %.0f %.0f %.0f\n", r.tp, r.tokens_per_s, r.state_bytes, r.psi, r.peak_rss);
+      std::printf("RESULT %d %d %.6f %.0f %.0f %.0f %.0f\n", r.tp, r.sp, r.tokens_per_s, r.state_bytes, r.psi,
+                  r.peak_rss, r.activation);
     return 0;
   }
   // One process group per mode, so peak RSS belongs to that mode alone.
-  const Result dp = launch(o, 1, argv[0]);
-  const Result tp = launch(o, 2, argv[0]);
-  fmt::print("\nTP vs DP — world {}, GPT-2 {} layers × {} wide, {} heads, vocab {} (Ψ = {:.1f}M), micro-batch {} × {} "
+  const Result dp = launch(o, 1, 1, argv[0]);
+  const Result tp = launch(o, 2, 1, argv[0]);
+  const Result sp = launch(o, 1, 2, argv[0]);
+  const auto dp_ladder = launch_ladder(o, 1, argv[0]);
+  const auto sp_ladder = launch_ladder(o, 2, argv[0]);
+  fmt::print("\nDP vs TP vs SP — world {}, GPT-2 {} layers × {} wide, {} heads, vocab {} (Ψ = {:.1f}M), micro-batch {} × {} "
              "tokens, fp32, Adam, ZeRO {} over the data-parallel group\n",
              o.world, o.layers, o.embd, o.heads, o.vocab, dp.psi / 1e6, o.micro, o.seq, o.stage);
-  fmt::print("{:>12} {:>12} {:>16} {:>12} {:>12}\n", "mode", "tokens/s", "state B/rank", "Ψ/rank", "peak RSS");
-  for (const Result* r : {&dp, &tp})
-    fmt::print("{:>12} {:>12.1f} {:>16.0f} {:>11.1f}M {:>8.0f} MiB\n",
-               r->tp == 1 ? fmt::format("DP={}", o.world) : fmt::format("TP=2 x DP={}", o.world / 2), r->tokens_per_s,
-               r->state_bytes, r->psi / 1e6, r->peak_rss / 1048576.0);
+  fmt::print("{:>12} {:>12} {:>16} {:>12} {:>16} {:>12}\n", "mode", "tokens/s", "state B/rank", "Ψ/rank",
+             "activation B/rank", "peak RSS");
+  for (const Result* r : {&dp, &tp, &sp})
+    fmt::print("{:>12} {:>12.1f} {:>16.0f} {:>11.1f}M {:>16.0f} {:>8.0f} MiB\n", mode_name(*r, o.world),
+               r->tokens_per_s, r->state_bytes, r->psi / 1e6, r->activation, r->peak_rss / 1048576.0);
+  const double budget = dp_ladder.front().second;  // what DP needs at the ladder's first length
+  fmt::print("\nPeak tensor bytes per rank of one step at micro-batch 1 (budget: DP at {} tokens = {:.0f} MiB)\n",
+             dp_ladder.front().first, budget / 1048576.0);
+  fmt::print("{:>8} {:>14} {:>14}\n", "tokens", "DP MiB", "SP=2 MiB");
+  for (size_t i = 0; i < dp_ladder.size(); ++i)
+    fmt::print("{:>8} {:>14.1f} {:>14.1f}\n", dp_ladder[i].first, dp_ladder[i].second / 1048576.0,
+               sp_ladder[i].second / 1048576.0);
+  const int64_t dp_max = longest_within(dp_ladder, budget), sp_max = longest_within(sp_ladder, budget);
   fmt::print("BENCH tp2_state_bytes ours={:.0f} ref={:.0f} unit=bytes ratio={:.4f}\n", tp.state_bytes, dp.state_bytes,
              tp.state_bytes / dp.state_bytes);
   fmt::print("BENCH tp2_step_vs_dp ours={:.1f} ref={:.1f} unit=tokens_per_s ratio={:.3f}\n", tp.tokens_per_s,
              dp.tokens_per_s, tp.tokens_per_s / dp.tokens_per_s);
+  fmt::print("BENCH sp2_activation_bytes ours={:.0f} ref={:.0f} unit=bytes ratio={:.4f}\n", sp.activation,
+             dp.activation, sp.activation / dp.activation);
+  fmt::print("BENCH sp2_step_vs_dp ours={:.1f} ref={:.1f} unit=tokens_per_s ratio={:.3f}\n", sp.tokens_per_s,
+             dp.tokens_per_s, sp.tokens_per_s / dp.tokens_per_s);
+  fmt::print("BENCH sp2_max_seq ours={} ref={} unit=tokens ratio={:.3f}\n", sp_max, dp_max,
+             dp_max > 0 ? double(sp_max) / double(dp_max) : 0.0);
   return 0;
 }

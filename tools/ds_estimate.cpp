@@ -8,8 +8,12 @@
 //   ds-estimate --config examples/configs/zero3.json --model large --world 8
 //   ds-estimate --params 7e9 --layers 32 --world 16 --stage 3 --bf16 --offload-optimizer
 //   ds-estimate --model medium --tp 2 --world 4,8      # AutoTP: per rank, ZeRO over world / tp
+//   ds-estimate --model medium --sp 2 --world 4,8      # Ulysses: ZeRO over world (data x sequence)
 // With tensor parallelism (--tp, or the config's tensor_parallel.autotp_size) each rank holds its
 // slices of the cut layers (GPT2Config::parameter_sizes(tp)) and ZeRO partitions over world / tp.
+// Ulysses (--sp, or the config's sequence_parallel_size) leaves the states whole and ZeRO partitions
+// over data x sequence, as DeepSpeed's sequence-data-parallel group: the same bytes as without it;
+// what it divides is activations, which this tool does not count.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
   std::vector<int> stages;
   bool bf16 = false, fp16 = false, offload = false;
   int tp = 0;  // 0: the config's autotp_size (1 without a config)
+  int sp = 0;  // 0: the config's sequence_parallel_size (1 without a config)
   CLI::App app{"ds-estimate: per-rank memory of model states for each ZeRO stage and world size"};
   app.add_option("--config", config_path, "a DeepSpeed JSON config (its stage, dtypes, buckets, offload)");
   app.add_option("--model", model, "GPT-2 preset: tiny, small, medium, large, xl")->capture_default_str();
@@ -62,6 +67,8 @@ int main(int argc, char** argv) {
       ->check(ds::tools::whole_number(0, 3));
   app.add_option("--tp", tp, "AutoTP size (default: the config's tensor_parallel.autotp_size, else 1)")
       ->check(ds::tools::whole_number(1, 1 << 20));
+  app.add_option("--sp", sp, "Ulysses sequence_parallel_size (default: the config's, else 1)")
+      ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_flag("--bf16", bf16, "bf16 parameters (without --config)");
   app.add_flag("--fp16", fp16, "fp16 parameters (without --config)");
   app.add_flag("--offload-optimizer", offload, "offload_optimizer device cpu (without --config)");
@@ -70,6 +77,8 @@ int main(int argc, char** argv) {
   try {
     if (tp > 0 && !config_path.empty())
       throw ds::ConfigError("tensor_parallel.autotp_size", "--tp with --config: set the size in the config instead");
+    if (sp > 0 && !config_path.empty())
+      throw ds::ConfigError("sequence_parallel_size", "--sp with --config: set the size in the config instead");
     // One rank's parameter sizes at tensor-parallel size t (the config's may differ per world: none).
     auto sizes_at = [&](int t) {
       if (t > 1 && params > 0)
@@ -77,6 +86,14 @@ int main(int argc, char** argv) {
       return params > 0 ? synthetic_sizes(params, layers) : ds::models::GPT2Config::preset(model).parameter_sizes(t);
     };
     if (tp == 0) tp = 1;
+    if (sp == 0) sp = 1;
+    if (params == 0) {  // Ulysses gives each rank whole heads of what TP left it
+      const int64_t heads = ds::models::GPT2Config::preset(model).n_head;
+      if (heads % tp == 0 && (heads / tp) % sp != 0)
+        throw ds::ConfigError("sequence_parallel_size",
+                              std::to_string(sp) + " does not divide GPT-2's " + std::to_string(heads / tp) +
+                                  " heads per rank (Ulysses gives each rank whole heads)");
+    }
     int64_t psi = 0;
     for (int64_t s : sizes_at(tp)) psi += s;
     std::string base = "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW\"}";
@@ -92,8 +109,9 @@ int main(int argc, char** argv) {
     std::printf("%6s %6s %14s %14s %14s %14s   %s\n", "stage", "world", "device", "cpu", "nvme", "total", "device by kind");
     for (int stage : stages)
       for (int world : worlds) {
-        if (world % tp != 0) {
-          std::printf("%6d %6d   (skipped: not divisible by the tensor-parallel size %d)\n", stage, world, tp);
+        if (world % (tp * sp) != 0) {
+          std::printf("%6d %6d   (skipped: not divisible by the tensor x sequence-parallel size %d)\n", stage, world,
+                      tp * sp);
           continue;
         }
         ds::Config cfg;
@@ -104,11 +122,13 @@ int main(int argc, char** argv) {
           std::string text = base + ", \"zero_optimization\": {\"stage\": " + std::to_string(stage);
           if (offload && stage > 0) text += ", \"offload_optimizer\": {\"device\": \"cpu\"}";
           text += "}, \"tensor_parallel\": {\"autotp_size\": " + std::to_string(tp) + "}";
+          text += ", \"sequence_parallel_size\": " + std::to_string(sp);
           cfg = ds::load_config_text(text + "}", world, "<ds-estimate>");
         }
         ds::zero::EstimateInput in;
         in.param_numels = sizes_at(cfg.parallel_sizes.autotp_size);
-        in.world = cfg.data_parallel_size;  // ZeRO partitions over world / (tp x sp x pp)
+        // ZeRO partitions over data x sequence: world / (tp x pp).
+        in.world = cfg.data_parallel_size * cfg.parallel_sizes.sequence_parallel_size;
         in.plan = ds::resolve_dtype_plan(cfg, torch::kCPU);
         in.config = &cfg;
         const auto m = ds::zero::estimate_model_states(in);

@@ -2,6 +2,9 @@
 
 #include <limits>
 
+#include "models/blockwise_attention.h"
+#include "util/error.h"
+
 namespace ds::models {
 
 torch::Tensor causal_mask(int64_t t, std::optional<int64_t> sliding_window, torch::Device device) {
@@ -20,12 +23,25 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
     if (rep == 1) return z;
     return z.unsqueeze(2).expand({b, hkv, rep, t, d}).reshape({b, hkv * rep, t, d});
   };
+  if (!sliding_window && !blocked.defined() && t > kBlockwiseAttentionMinTokens)
+    return blockwise_causal_attention(q, repeat_kv(k), repeat_kv(v), scale);
   auto scores = torch::matmul(q, repeat_kv(k).transpose(2, 3)) * scale;  // [B,H,T,T]
   auto mask = causal_mask(t, sliding_window, q.device());
   if (blocked.defined()) mask = mask.logical_or(blocked);  // [B,1,T,T]: each query still sees itself
   scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
   auto probs = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
   return torch::matmul(probs, repeat_kv(v));  // [B,H,T,D]
+}
+
+torch::Tensor sequence_parallel_causal_attention(const parallel::SequenceGroup& sequence, const torch::Tensor& q,
+                                                 const torch::Tensor& k, const torch::Tensor& v, double scale,
+                                                 std::optional<int64_t> sliding_window, const torch::Tensor& blocked) {
+  if (!sequence.active()) return causal_attention(q, k, v, scale, sliding_window, blocked);
+  DS_CHECK(!blocked.defined(), NotSupported, "sequence_parallel_size: packed rows are not supported under Ulysses");
+  comm::Communicator& sp = *sequence.comm;
+  auto y = causal_attention(parallel::sequence_to_heads(q, sp), parallel::sequence_to_heads(k, sp),
+                            parallel::sequence_to_heads(v, sp), scale, sliding_window);
+  return parallel::heads_to_sequence(y, sp);
 }
 
 }  // namespace ds::models

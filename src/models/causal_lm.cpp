@@ -21,16 +21,17 @@ void CausalLM::enable_sequence_parallel(comm::Communicator& sp) {
   if (!supports_sequence_parallel())
     throw ConfigError("sequence_parallel_size",
                       fmt::format("{} over {} ranks: {} models have no DistributedAttention-capable attention in "
-                                  "deepspeed.cpp yet (GPT-2 has); set sequence_parallel_size to 1",
+                                  "deepspeed.cpp yet (GPT-2, the Llama family and OPT have); set sequence_parallel_size "
+                                  "to 1",
                                   sp.size(), sp.size(), model_type()));
   DS_CHECK(!layout_slot_->has_value(), NotSupported,
            "sequence_parallel_size: the model holds a packed-rows layout; clear it (set_sequence_layout(nullopt)) first");
   const int64_t heads = local_attention_heads();
   if (heads % sp.size() != 0)
     throw ConfigError("sequence_parallel_size",
-                      fmt::format("the attention's {} heads per rank (after tensor parallelism's cut) do not split "
-                                  "over a sequence-parallel group of {} (Ulysses gives each rank whole heads); use a "
-                                  "size that divides {}",
+                      fmt::format("the attention's {} (key/value) heads per rank (after tensor parallelism's cut) "
+                                  "do not split over a sequence-parallel group of {} (Ulysses gives each rank whole "
+                                  "heads); use a size that divides {}",
                                   heads, sp.size(), heads));
   sp_slot_->comm = &sp;
 }

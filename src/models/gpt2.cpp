@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "models/blockwise_attention.h"
 #include "models/gpt2_hf.h"
 #include "util/error.h"
 
@@ -69,12 +70,18 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
   const int64_t tq = q.size(2);  // the whole sequence
-  // scores [B,H,T,T]; position i may attend to j ≤ i only.
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-  auto future = torch::ones({tq, tq}, x.options().dtype(torch::kBool)).triu(1);
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  auto y = torch::matmul(torch::softmax(scores, -1), v);  // [B,H,T,D]
-  if (sp) y = parallel::heads_to_sequence(y, *sp);       // [B,H,T/N,D]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  torch::Tensor y;  // [B,H,T,D]
+  if (tq > kBlockwiseAttentionMinTokens) {
+    y = blockwise_causal_attention(q, k, v, scale);  // saves O(T), not the O(T²) scores
+  } else {
+    // scores [B,H,T,T]; position i may attend to j ≤ i only.
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));  // as HF divides
+    auto future = torch::ones({tq, tq}, x.options().dtype(torch::kBool)).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+    y = torch::matmul(torch::softmax(scores, -1), v);
+  }
+  if (sp) y = parallel::heads_to_sequence(y, *sp);  // [B,H,T/N,D]
   return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));  // [B,T,C]
 }
 

@@ -45,7 +45,8 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
   auto q = apply_rotary(heads(q_proj(x)), cos, sin);  // [B,H,T,D]
   auto k = apply_rotary(heads(k_proj(x)), cos, sin);  // [B,Hkv,T,D]
   auto v = heads(v_proj(x));
-  auto y = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)), sliding_window, blocked);
+  auto y = sequence_parallel_causal_attention(*sequence, q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)),
+                                              sliding_window, blocked);
   return o_proj(y.transpose(1, 2).reshape({b, t, q.size(1) * head_dim_}));
 }
 
@@ -70,6 +71,12 @@ LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& c, int64_t index
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, RotaryEmbedding& rope,
                                              const SequenceLayout* layout) {
   auto [cos, sin] = rope.cos_sin(x.size(1), x.scalar_type(), x.device());  // [T,D] for positions 0..T-1
+  if (const parallel::SequenceGroup& sp = *self_attn->sequence; sp.active()) {  // Ulysses: this rank's global positions
+    const int64_t local = x.size(1), first = sp.comm->rank() * local;
+    std::tie(cos, sin) = rope.cos_sin(local * sp.comm->size(), x.scalar_type(), x.device());
+    cos = cos.narrow(0, first, local);
+    sin = sin.narrow(0, first, local);
+  }
   torch::Tensor blocked;
   if (layout) {  // packed: each token's own position (< T), attention within its document. Rotary
                  // scores depend only on position differences, so restarting is HF's position_ids
@@ -98,6 +105,8 @@ LlamaImpl::LlamaImpl(LlamaConfig config, bool random_init) : config_(std::move(c
     lm_head = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size, false));
   rope_ = std::make_shared<RotaryEmbedding>(config_.head_dim, config_.rope_theta, config_.rope_scaling,
                                             config_.max_position_embeddings);
+  for (size_t i = 0; i < model->layers->size(); ++i)
+    model->layers->ptr<LlamaDecoderLayerImpl>(i)->self_attn->sequence = sp_slot_;
   if (random_init) init_weights();
   build_layers();
 }
@@ -120,11 +129,13 @@ void LlamaImpl::build_layers() {
   const int64_t vocab = config_.vocab_size;
   const int64_t pad = padding_row(config_.pad_token_id, vocab).value_or(-1);
   const std::string who = config_.model_type;
+  parallel::SequenceGroupSlot sp = sp_slot_;
   layers_.add(
       "embed",
-      [embed, vocab, pad, who](const torch::Tensor& idx) {
+      [embed, vocab, pad, who, sp](const torch::Tensor& idx) {
         check_token_ids(idx, vocab, 0, who);
-        return torch::embedding(embed->weight, idx, pad);  // [B,T,C]; no gradient into the pad row
+        const torch::Tensor mine = sp->active() ? parallel::shard_sequence(idx, *sp->comm) : idx;  // Ulysses
+        return torch::embedding(embed->weight, mine, pad);  // [B,T,C]; no gradient into the pad row
       },
       {"model.embed_tokens.weight"});
 
@@ -154,5 +165,10 @@ void LlamaImpl::build_layers() {
 }
 
 torch::Tensor LlamaImpl::forward(const torch::Tensor& idx) { return layers_.forward(idx); }
+
+int64_t LlamaImpl::local_attention_heads() const {
+  return model->layers->size() == 0 ? config_.num_key_value_heads
+                                    : model->layers->ptr<LlamaDecoderLayerImpl>(0)->self_attn->local_kv_heads();
+}
 
 }  // namespace ds::models

@@ -39,6 +39,9 @@ class LlamaAttentionImpl : public torch::nn::Module {
                         const torch::Tensor& blocked, std::optional<int64_t> sliding_window);
 
   LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  parallel::SequenceGroupSlot sequence = std::make_shared<parallel::SequenceGroup>();  // the model's (Ulysses)
+
+  int64_t local_kv_heads() const { return k_proj->weight.size(0) / head_dim_; }
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
@@ -93,6 +96,7 @@ class LlamaImpl : public CausalLM {
   // idx int64 [B,T] (no length limit: rotary positions extrapolate) → logits [B,T,V].
   torch::Tensor forward(const torch::Tensor& idx) override;
   bool supports_sequence_layout() const override { return true; }
+  bool supports_sequence_parallel() const override { return true; }
 
   // "embed" (embed_tokens), "layers.0".."layers.{L-1}", "head" (norm, then lm_head or the tied
   // embed_tokens.weight, listed in both "embed" and "head").
@@ -107,6 +111,9 @@ class LlamaImpl : public CausalLM {
 
   LlamaModel model{nullptr};
   torch::nn::Linear lm_head{nullptr};  // null when tie_word_embeddings
+
+ protected:
+  int64_t local_attention_heads() const override;  // the kv heads: N must divide them (and so the q heads)
 
  private:
   void init_weights();

@@ -32,8 +32,8 @@ OPTAttentionImpl::OPTAttentionImpl(const OPTConfig& c) : head_dim_(c.hidden_size
 torch::Tensor OPTAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
   const int64_t b = x.size(0), t = x.size(1), d = head_dim_;
   auto heads = [&](const torch::Tensor& z) { return z.view({b, t, z.size(2) / d, d}).transpose(1, 2); };
-  auto y = causal_attention(heads(q_proj(x)), heads(k_proj(x)), heads(v_proj(x)),
-                            1.0 / std::sqrt(static_cast<double>(d)), std::nullopt, blocked);
+  auto y = sequence_parallel_causal_attention(*sequence, heads(q_proj(x)), heads(k_proj(x)), heads(v_proj(x)),
+                                              1.0 / std::sqrt(static_cast<double>(d)), std::nullopt, blocked);
   return out_proj(y.transpose(1, 2).reshape({b, t, y.size(1) * d}));
 }
 
@@ -98,17 +98,22 @@ void OPTImpl::build_layers() {
   const int64_t vocab = config_.vocab_size, max_pos = config_.max_position_embeddings;
   const int64_t pad = padding_row(config_.pad_token_id, vocab).value_or(-1);
   auto slot = layout_slot_;
+  parallel::SequenceGroupSlot sp = sp_slot_;
+  for (size_t i = 0; i < dec->layers->size(); ++i) dec->layers->ptr<OPTDecoderLayerImpl>(i)->self_attn->sequence = sp;
 
   std::vector<std::string> embed_params = {pre + "embed_tokens.weight", pre + "embed_positions.weight"};
   if (dec->project_in) embed_params.push_back(pre + "project_in.weight");
   layers_.add(
       "embed",
-      [dec, vocab, max_pos, pad, slot](const torch::Tensor& idx) {
+      [dec, vocab, max_pos, pad, slot, sp](const torch::Tensor& idx) {
         check_token_ids(idx, vocab, max_pos, "opt");
-        auto x = torch::embedding(dec->embed_tokens->weight, idx, pad);  // [B,T,E]
-        if (dec->project_in) x = dec->project_in(x);                     // [B,T,C]
-        // Positions 0..T-1 (or each packed document's own), stored at rows 2..T+1 (OPT's offset).
-        auto pos = torch::arange(idx.size(1), idx.options());
+        const torch::Tensor mine = sp->active() ? parallel::shard_sequence(idx, *sp->comm) : idx;  // Ulysses
+        auto x = torch::embedding(dec->embed_tokens->weight, mine, pad);  // [B,T,E]
+        if (dec->project_in) x = dec->project_in(x);                      // [B,T,C]
+        // Positions 0..T-1 (or each packed document's own; this rank's under Ulysses), stored at rows
+        // 2..T+1 (OPT's offset).
+        auto pos = sp->active() ? parallel::sequence_positions(idx.size(1), *sp->comm, idx.device())
+                                : torch::arange(idx.size(1), idx.options());
         if (auto* l = current_layout(slot, idx.size(0), idx.size(1))) pos = l->position_ids;
         pos = pos + OPTConfig::kPositionOffset;
         return x + dec->embed_positions(pos);
@@ -145,5 +150,10 @@ void OPTImpl::build_layers() {
 }
 
 torch::Tensor OPTImpl::forward(const torch::Tensor& idx) { return layers_.forward(idx); }
+
+int64_t OPTImpl::local_attention_heads() const {
+  return model->decoder->layers->size() == 0 ? config_.num_attention_heads
+                                             : model->decoder->layers->ptr<OPTDecoderLayerImpl>(0)->self_attn->local_heads();
+}
 
 }  // namespace ds::models

@@ -21,6 +21,9 @@ class OPTAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& blocked = {});
 
   LoraLinear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
+  parallel::SequenceGroupSlot sequence = std::make_shared<parallel::SequenceGroup>();  // the model's (Ulysses)
+
+  int64_t local_heads() const { return q_proj->weight.size(0) / head_dim_; }
 
  private:
   int64_t head_dim_;  // heads follow q_proj's width (this rank's heads under AutoTP)
@@ -75,6 +78,7 @@ class OPTImpl : public CausalLM {
   // idx int64 [B,T], T ≤ max_position_embeddings → logits [B,T,V].
   torch::Tensor forward(const torch::Tensor& idx) override;
   bool supports_sequence_layout() const override { return true; }
+  bool supports_sequence_parallel() const override { return true; }
 
   // "embed" (tokens, project_in, positions), "layers.0".., "head" (final_layer_norm,
   // project_out, tied embed_tokens.weight or lm_head.weight).
@@ -88,6 +92,9 @@ class OPTImpl : public CausalLM {
 
   OPTModel model{nullptr};
   torch::nn::Linear lm_head{nullptr};  // null when tied (the default)
+
+ protected:
+  int64_t local_attention_heads() const override;
 
  private:
   void init_weights();

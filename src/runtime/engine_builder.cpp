@@ -55,7 +55,7 @@ void enable_ulysses(torch::nn::Module& module, comm::Communicator& sp) {
   if (model == nullptr)
     throw ConfigError("sequence_parallel_size",
                       fmt::format("{} needs a model whose attention can run as DistributedAttention (a "
-                                  "ds::models::CausalLM family that supports it: GPT-2); this module is not one; set "
+                                  "ds::models::CausalLM family: GPT-2, the Llama family, OPT); this module is not one; set "
                                   "sequence_parallel_size to 1",
                                   sp.size()));
   model->enable_sequence_parallel(sp);

@@ -125,7 +125,8 @@ std::vector<Case> example_configs(const std::string& nvme_dir) {
   std::vector<Case> out;
   for (const auto& e : fs::directory_iterator(source_path("examples/configs"))) {
     if (e.path().extension() != ".json") continue;
-    if (e.path().filename() == "autotp.json") continue;  // needs 2 ranks: trained by distributed_tests' AutoTp
+    // Need 2 ranks: trained by distributed_tests' AutoTp and Ulysses.
+    if (e.path().filename() == "autotp.json" || e.path().filename() == "ulysses.json") continue;
     // nvme_path must be a real directory on a real disk (O_DIRECT): a fresh one under /tmp.
     const std::string text = std::regex_replace(read_text(e.path().string()), std::regex(R"("nvme_path"\s*:\s*"[^"]*")"),
                                                 "\"nvme_path\": \"" + nvme_dir + "\"");

@@ -2,11 +2,14 @@
 // LibTorch loop over the same global batch: GPT-2 tiny (4 heads) and a 4-layer 8-head GPT, fp32,
 // AdamW, clipping active on every step, 20 steps. Every rank of a sequence group is given the whole
 // batch and computes 1/N of each sequence; DistributedAttention all-to-alls q, k, v to whole
-// sequences of N-th of the heads. Under mpirun -np 2: SP=2 with ZeRO 0-3; -np 4: SP=2 x DP=2 with
-// ZeRO 0-3, SP=4 (8 heads) and AutoTP 2 x SP 2. Losses (the group's mean over every token) and every
-// final parameter are within 1e-5 of the reference. At world 1 they are skipped.
+// sequences of N-th of the heads. Under mpirun -np 2: SP=2 with ZeRO 0-3, Llama (GQA) and OPT;
+// -np 4: SP=2 x DP=2 with ZeRO 0-3, SP=4 (8 heads) and AutoTP 2 x SP 2. Losses (the group's mean
+// over every token) and every final parameter are within 1e-5 of the reference. At world 1 they are
+// skipped.
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "models/gpt2.h"
 #include "models/pretrained.h"
@@ -35,8 +38,20 @@ models::GPT2Config sp_shape(const std::string& which) {
   return c;
 }
 
-std::shared_ptr<models::GPT2Impl> sp_model(const std::string& which) {
+// The Hugging Face families at the same size: Llama with GQA (4 heads, 2 kv heads) and OPT.
+nlohmann::json sp_hf_config(const std::string& which) {
+  if (which == "llama")
+    return {{"model_type", "llama"}, {"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 48},
+            {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+            {"max_position_embeddings", 64}};
+  return {{"model_type", "opt"}, {"vocab_size", 256}, {"hidden_size", 32}, {"ffn_dim", 48}, {"num_hidden_layers", 2},
+          {"num_attention_heads", 4}, {"max_position_embeddings", 64}};
+}
+
+// "tiny" / "deep": GPT-2; "llama", "opt": the HF families.
+std::shared_ptr<models::CausalLM> sp_model(const std::string& which) {
   torch::manual_seed(2025);
+  if (which == "llama" || which == "opt") return models::from_config(sp_hf_config(which));
   return models::GPT2(sp_shape(which)).ptr();
 }
 
@@ -95,14 +110,14 @@ SpReference sp_reference(const std::string& which, int dp, SpOptimizer how = {})
   return ref;
 }
 
-std::string sp_config(int stage, int sp, int tp = 1, SpOptimizer how = {}) {
+std::string sp_config(int stage, int sp, int tp = 1, SpOptimizer how = {}, int micro = kSpMicro) {
   const std::string optimizer = how.sgd ? R"({"type": "SGD", "params": {"lr": 0.1}}, "zero_allow_untested_optimizer": true)"
                                         : R"({"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}})";
   return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
       "gradient_clipping": {}, "sequence_parallel_size": {}, "tensor_parallel": {{"autotp_size": {}}},
       "optimizer": {},
       "zero_optimization": {{"stage": {}, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0}}}})",
-                     kSpMicro, kSpGas, how.clip(), sp, tp == 1 ? 0 : tp, optimizer, stage);
+                     micro, kSpGas, how.clip(), sp, tp == 1 ? 0 : tp, optimizer, stage);
 }
 
 void sp_expect_matches_reference(const std::string& which, int stage, int sp, int tp = 1, SpOptimizer how = {}) {
@@ -168,6 +183,26 @@ TEST(UlyssesShapes, GradientScaleUnderSgdWithoutClipping) {
   sp_expect_matches_reference("tiny", 2, 2, 1, {.sgd = true});
 }
 
+TEST(UlyssesFamilies, LlamaWithGqaAndOptMatchThePlainLoop) {
+  // Llama: rotary positions of this rank's tokens, kv heads 2 → 1 per rank; OPT: learned positions
+  // at their offset.
+  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  sp_expect_matches_reference("llama", 1, 2);
+  sp_expect_matches_reference("opt", 3, 2);
+}
+
+TEST(UlyssesFamilies, GqaKvHeadsMustDivideTheGroup) {
+  if (!sp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4 (2 kv heads over 4 ranks)";
+  std::string what = "(no error)";
+  try {
+    auto engine = initialize(sp_model("llama"), load_config_text(sp_config(0, 4), 4, "<t>"));
+  } catch (const ConfigError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("sequence_parallel_size: the attention's 2 (key/value) heads per rank"), std::string::npos)
+      << what;
+}
+
 TEST(UlyssesShapes, ComposesWithAutoTp) {
   // TP 2 x SP 2: each rank computes 4 of the 8 heads' projections and attends 2 of them over the
   // whole sequence.
@@ -189,6 +224,67 @@ TEST(UlyssesPieces, AllToAllsAreInversesAndKeepTokenOrder) {
   EXPECT_TRUE(torch::equal(parallel::sequence_positions(8, world, torch::kCPU), torch::arange(r * (8 / n), (r + 1) * (8 / n))));
 }
 
+TEST(UlyssesMemory, StatesArePartitionedOverDataTimesSequenceAsTheEstimateSays) {
+  // ds-estimate's arithmetic under Ulysses (ZeRO over data_parallel_size x sequence_parallel_size:
+  // the states stay whole, partitioned over every rank) against the ledger of real SP engines.
+  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  for (int stage : {0, 1, 2, 3}) {
+    const Config cfg = load_config_text(sp_config(stage, 2), comm::launcher_world_size(), "<t>");
+    zero::EstimateInput in;
+    in.param_numels = sp_shape("tiny").parameter_sizes(1);
+    in.world = cfg.data_parallel_size * cfg.parallel_sizes.sequence_parallel_size;
+    auto engine = initialize(sp_model("tiny"), cfg);
+    in.plan = engine.dtypes();
+    in.config = &engine.config();
+    EXPECT_EQ(in.world, comm::launcher_world_size());
+    const MemoryLedger want = zero::estimate_model_states(in);
+    for (MemKind k : {MemKind::Params, MemKind::Grads, MemKind::Master, MemKind::OptimizerState, MemKind::Buffers})
+      EXPECT_EQ(engine.memory().bytes(Tier::Device, k), want.bytes(Tier::Device, k))
+          << "stage " << stage << " " << to_string(k) << "\nengine:\n" << engine.memory().table() << "estimate:\n"
+          << want.table();
+  }
+}
+
+TEST(UlyssesCheckpoint, ResumesWithoutSequenceParallelismOnTheSameGlobalBatch) {
+  // Saved at SP=2 (DP=1, micro-batch 2), loaded at SP=1 x DP=2 (micro-batch 1: each rank one of the
+  // two sequences): the states are whole and partitioned like data parallelism's, so the two runs
+  // continue with the same parameters.
+  if (!sp_world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
+  const std::string dir = ::testing::TempDir() + "ulysses_ckpt";
+  auto data = sp_corpus();
+  models::BatchSampler sampler(data, kSpSeqLen, 7);
+  auto sp_model_a = sp_model("tiny");
+  auto a = initialize(sp_model_a, load_config_text(sp_config(2, 2), 2, "<sp 2>"));
+  auto train = [&](auto& engine, int step, bool whole) {
+    for (int m = 0; m < kSpGas; ++m) {
+      auto b = sp_batch_for(sampler, step, m, 0, 1);
+      auto in = whole ? b.inputs : b.inputs.narrow(0, engine.rank(), 1);
+      auto tg = whole ? b.targets : b.targets.narrow(0, engine.rank(), 1);
+      engine.backward(engine.forward(in, tg));
+      engine.step();
+    }
+  };
+  for (int step = 0; step < 3; ++step) train(a, step, true);
+  a.save_checkpoint(dir);
+  for (int step = 3; step < 5; ++step) train(a, step, true);
+
+  auto tiny = sp_model("tiny");
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : tiny->parameters()) p.add_(1.0);  // everything must come from the checkpoint, not the seed
+  }
+  auto b = initialize(tiny, load_config_text(sp_config(2, 1, 1, {}, 1), 2, "<dp 2>"));
+  ASSERT_EQ(b.topology().sequence().size(), 1);
+  ASSERT_TRUE(b.load_checkpoint(dir).has_value());
+  for (int step = 3; step < 5; ++step) train(b, step, false);
+  zero::GatheredParameters full_a(a), full_b(b);
+  auto pa = sp_model_a->named_parameters(), pb = tiny->named_parameters();
+  for (const auto& item : pa)
+    EXPECT_LE((item.value() - pb[item.key()]).abs().max().item<double>(), 1e-5) << item.key();
+  b.communicator().barrier();
+  if (b.rank() == 0) std::filesystem::remove_all(dir);
+}
+
 // --- refusals: each names sequence_parallel_size and the cause; a group given different batches is
 // stopped at the first forward ---
 
@@ -207,7 +303,7 @@ TEST(UlyssesRefusals, HeadsModelsAndSequencesThatCannotBeSplit) {
   three_heads.n_embd = 48;
   three_heads.n_head = 3;
   std::string what = sp_init_error(models::GPT2(three_heads).ptr(), 2);
-  EXPECT_NE(what.find("sequence_parallel_size: the attention's 3 heads per rank"), std::string::npos) << what;
+  EXPECT_NE(what.find("sequence_parallel_size: the attention's 3 (key/value) heads per rank"), std::string::npos) << what;
 
   auto plain = std::make_shared<torch::nn::Module>();
   plain->register_module("fc1", torch::nn::Linear(8, 8));
@@ -215,11 +311,6 @@ TEST(UlyssesRefusals, HeadsModelsAndSequencesThatCannotBeSplit) {
   EXPECT_NE(what.find("sequence_parallel_size: 2 needs a model whose attention can run as DistributedAttention"),
             std::string::npos)
       << what;
-
-  nlohmann::json llama = {{"model_type", "llama"}, {"vocab_size", 64}, {"hidden_size", 16}, {"intermediate_size", 32},
-                          {"num_hidden_layers", 1}, {"num_attention_heads", 2}, {"max_position_embeddings", 32}};
-  what = sp_init_error(models::from_config(llama), 2);
-  EXPECT_NE(what.find("llama models have no DistributedAttention-capable attention"), std::string::npos) << what;
 
   auto model = sp_model("tiny");
   auto engine = initialize(model, load_config_text(sp_config(1, 2), 2, "<t>"));
