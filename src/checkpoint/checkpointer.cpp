@@ -24,15 +24,64 @@ using nlohmann::json;
 namespace {
 
 // Trainable parameters by name (the first name of a shared tensor), in model order, as the
-// engine's parameter collection sees them. Stage-3 placeholders keep their shapes.
-std::vector<ParamInfo> trainable_params(torch::nn::Module& module, torch::ScalarType model_dtype) {
+// engine's parameter collection sees them. Stage-3 placeholders keep their shapes. Under tensor
+// parallelism the shapes are the whole tensors' (what the checkpoint holds).
+std::vector<ParamInfo> trainable_params(const EngineStates& p) {
   std::vector<ParamInfo> out;
   std::unordered_set<const void*> seen;
-  const std::string dtype(format::dtype_name(st_dtype_of(model_dtype)));
-  for (const auto& item : module.named_parameters())
+  const std::string dtype(format::dtype_name(st_dtype_of(p.model_dtype)));
+  for (const auto& item : p.module.named_parameters())
     if (item.value().requires_grad() && seen.insert(item.value().unsafeGetTensorImpl()).second)
-      out.push_back({item.key(), item.value().sizes().vec(), dtype});
+      out.push_back({item.key(),
+                     p.tensor_parallel ? p.tensor_parallel->full_shape(item.key(), item.value().sizes())
+                                       : item.value().sizes().vec(),
+                     dtype});
   return out;
+}
+
+// This rank's (sliced) parameter shapes by name, for mapping its pieces onto whole tensors.
+std::map<std::string, std::vector<int64_t>> local_shapes(torch::nn::Module& module) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& item : module.named_parameters()) out.emplace(item.key(), item.value().sizes().vec());
+  return out;
+}
+
+// Under tensor parallelism: `layout`'s slots re-cut into runs of whole tensors (param_offset in the
+// whole tensor's elements, offset still into this rank's span), replicated parameters kept only on
+// tensor-parallel rank 0, so the ranks' pieces tile each whole tensor once.
+zero::FlatGroup whole_tensor_layout(const EngineStates& p, const zero::FlatGroup& layout,
+                                    const std::map<std::string, std::vector<int64_t>>& shapes) {
+  const parallel::AutoTpResult& tp = *p.tensor_parallel;
+  zero::FlatGroup out;
+  out.param_group = layout.param_group;
+  out.dtype = layout.dtype;
+  out.numel = layout.numel;
+  out.padded_numel = layout.padded_numel;
+  for (const auto& slot : layout.slots) {
+    if (!tp.is_split(slot.name) && tp.tp_rank() != 0) continue;
+    for (const auto& run : tp.full_runs(slot.name, shapes.at(slot.name), slot.param_offset, slot.numel)) {
+      zero::ParamSlot piece;
+      piece.name = slot.name;
+      piece.offset = slot.offset + (run.local_offset - slot.param_offset);
+      piece.numel = run.numel;
+      piece.param_offset = run.full_offset;
+      out.slots.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
+// What tensor-parallel checkpoints cannot hold yet: refused before anything is written or read.
+void check_tensor_parallel_support(const EngineStates& p) {
+  if (!p.tensor_parallel) return;
+  DS_CHECK(!(p.optimizer && p.optimizer->swapped()), NotSupported,
+           "tensor_parallel.autotp_size: checkpoints with the optimizer state on NVMe (offload_optimizer.device "
+           "\"nvme\") under AutoTP are not supported yet; nothing was written or read");
+  for (const auto& item : p.module.named_parameters())
+    DS_CHECK(item.value().requires_grad() || !p.tensor_parallel->is_split(item.key()), NotSupported,
+             fmt::format("tensor_parallel.autotp_size: {} is a frozen tensor-parallel slice; checkpoints hold frozen "
+                         "parameters whole, so it cannot be saved yet (train it, or save_16bit_model)",
+                         item.key()));
 }
 
 // What the optimizer does not own: frozen parameters and buffers (whole on every rank).
@@ -61,17 +110,16 @@ void set_cpu_rng_state(const torch::Tensor& state) {
   gen.set_state(state);
 }
 
-// Reads [offset, offset + n) of a state into `span` (fp32, any device) through host memory.
+// Reads [offset, offset + n) of a state into `span` (fp32, any device) through host memory; `runs`
+// place the slot's elements in the saved (whole) tensor: one run without tensor parallelism.
 void read_span(SliceReader& reader, const std::string& state, const ParamEntry& entry, const zero::ParamSlot& slot,
-               const torch::Tensor& span) {
+               const std::vector<parallel::AutoTpResult::Run>& runs, const torch::Tensor& span) {
   torch::Tensor dst = span.narrow(0, slot.offset, slot.numel);
-  if (dst.device().is_cpu() && dst.is_contiguous()) {
-    reader.read(state, entry, slot.param_offset, slot.numel, dst.data_ptr<float>());
-    return;
-  }
-  torch::Tensor host = torch::empty({slot.numel}, torch::kFloat32);
-  reader.read(state, entry, slot.param_offset, slot.numel, host.data_ptr<float>());
-  dst.copy_(host);
+  const bool direct = dst.device().is_cpu() && dst.is_contiguous();
+  torch::Tensor host = direct ? dst : torch::empty({slot.numel}, torch::kFloat32);
+  for (const auto& run : runs)
+    reader.read(state, entry, run.full_offset, run.numel, host.data_ptr<float>() + (run.local_offset - slot.param_offset));
+  if (!direct) dst.copy_(host);
 }
 
 void check_tag_agreement(const EngineStates& p, const std::string& tag) {
@@ -111,13 +159,19 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
   } else {
     LocalStates local;
     if (p.optimizer) local.state_names = p.optimizer->state_names();
+    std::vector<zero::FlatGroup> whole;  // under tensor parallelism: the layouts in whole-tensor runs
+    if (p.tensor_parallel) {
+      const auto shapes = local_shapes(p.module);
+      for (size_t g = 0; g < p.states.num_groups(); ++g)
+        whole.push_back(whole_tensor_layout(p, p.states.local_layout(g), shapes));
+    }
     for (size_t g = 0; g < p.states.num_groups(); ++g) {
-      local.layouts.push_back(&p.states.local_layout(g));
+      local.layouts.push_back(p.tensor_parallel ? &whole[g] : &p.states.local_layout(g));
       local.masters.push_back(p.optimizer ? p.optimizer->master(g) : p.states.local_params(g).to(torch::kFloat32));
       local.states.push_back(p.optimizer ? &p.optimizer->state(g) : nullptr);
     }
-    // Stage 0 replicas are identical: rank 0 writes the pieces, every rank its RNG state.
-    const bool pieces = p.states.partitioned() || rank == 0;
+    // Stage 0 replicas are identical: data-parallel rank 0 writes the pieces, every rank its RNG state.
+    const bool pieces = p.states.partitioned() || (p.data ? p.data->rank() : rank) == 0;
     checksums[name] = write_rank_file(file, local, pieces, cpu_rng_state(), rank, world);
   }
   crash_point("rank_file");
@@ -143,7 +197,7 @@ void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::
   if (p.optimizer)
     for (const auto& name : p.optimizer->state_names()) m.states.push_back(name);
   for (const auto& [name, t] : module_tensors(p.module)) m.module_tensors.push_back(name);
-  m.params = collect_pieces(partial, rank_files, trainable_params(p.module, p.model_dtype));
+  m.params = collect_pieces(partial, rank_files, trainable_params(p));
   m.engine = r.engine_state;
   m.ds_config = json::parse(p.config.json_text, nullptr, false);
   m.client_state = r.client_state;
@@ -193,6 +247,7 @@ void check_save_at_boundary(int64_t micro_steps, int64_t gas) {
 }
 
 std::string save(const EngineStates& p, const SaveRequest& r) {
+  check_tensor_parallel_support(p);
   check_tag(r.tag);
   check_tag_agreement(p, r.tag);
   // Every phase ends with an agreement: one rank's failure fails the save on all, naming the cause.
@@ -234,7 +289,7 @@ namespace {
 void check_compatible(const EngineStates& p, const Manifest& m, const std::string& path, const LoadOptions& options,
                       const std::vector<std::string>& state_names) {
   std::unordered_set<std::string> ours;
-  for (const auto& param : trainable_params(p.module, p.model_dtype)) {
+  for (const auto& param : trainable_params(p)) {
     ours.insert(param.name);
     const ParamEntry* e = m.find(param.name);
     DS_CHECK(e != nullptr, IoError,
@@ -292,13 +347,17 @@ void read_swapped(const EngineStates& p, SliceReader& reader, const Manifest& m,
 std::vector<torch::Tensor> read_flat(const EngineStates& p, SliceReader& reader, const Manifest& m,
                                      const std::vector<std::string>& state_names) {
   std::vector<torch::Tensor> masters;
+  const auto shapes = p.tensor_parallel ? local_shapes(p.module) : std::map<std::string, std::vector<int64_t>>{};
   for (size_t g = 0; g < p.states.num_groups(); ++g) {
     torch::Tensor master = p.optimizer ? p.optimizer->master(g) : p.states.local_params(g).to(torch::kFloat32);
     for (const auto& slot : p.states.local_layout(g).slots) {
       if (slot.numel == 0) continue;
       const ParamEntry& e = *m.find(slot.name);
-      read_span(reader, kMasterState, e, slot, master);
-      for (const auto& s : state_names) read_span(reader, s, e, slot, p.optimizer->state(g).at(s));
+      const auto runs = p.tensor_parallel
+                            ? p.tensor_parallel->full_runs(slot.name, shapes.at(slot.name), slot.param_offset, slot.numel)
+                            : std::vector<parallel::AutoTpResult::Run>{{slot.param_offset, slot.param_offset, slot.numel}};
+      read_span(reader, kMasterState, e, slot, runs, master);
+      for (const auto& s : state_names) read_span(reader, s, e, slot, runs, p.optimizer->state(g).at(s));
     }
     masters.push_back(master);
   }
@@ -331,6 +390,7 @@ std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const 
     tag = *latest;
   }
   check_tag(tag);
+  check_tensor_parallel_support(p);
   const std::string path = resolve_tag_dir(dir, tag);
   const Manifest m = read_manifest((fs::path(path) / kManifestFile).string());
   const bool with_states = p.optimizer && options.load_optimizer_states && !options.load_module_only;
@@ -361,8 +421,8 @@ std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const 
 }
 
 void save_16bit_model(const EngineStates& p, const std::string& dir, const std::string& file) {
-  // One writer: rank 0 of the data-parallel group that holds tensor-parallel rank 0's slices.
-  const bool rank0 = p.comm.rank() == 0 && (p.tp == nullptr || p.tp->rank() == 0);
+  // One writer: rank 0 of `comm` (under TP the world's rank 0, which holds TP rank 0's slices).
+  const bool rank0 = p.comm.rank() == 0;
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   std::unordered_set<const void*> seen;
   for (const auto& item : p.module.named_parameters()) {
@@ -371,7 +431,7 @@ void save_16bit_model(const EngineStates& p, const std::string& dir, const std::
     const bool trainable = item.value().requires_grad();
     if (trainable) p.states.hold({item.key()});
     torch::Tensor t = item.value().detach();
-    if (p.full_parameter) t = p.full_parameter(item.key(), t);  // collective over the TP group
+    if (p.tensor_parallel) t = p.tensor_parallel->gather_full(item.key(), t);  // collective over the TP group
     if (rank0) {
       if (trainable && t.is_floating_point()) t = t.to(p.model_dtype);
       tensors.emplace_back(item.key(), t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
@@ -391,15 +451,7 @@ void save_16bit_model(const EngineStates& p, const std::string& dir, const std::
       error = std::current_exception();
     }
   }
-  // Every rank learns the writer's outcome: over the TP group first (a collective that cannot throw
-  // midway), then over the data-parallel group.
-  if (p.tp != nullptr && p.tp->size() > 1) {
-    int32_t failed = error ? 1 : 0;
-    p.tp->all_reduce(comm::Buffer(&failed, 1), comm::ReduceOp::Max, "save_16bit_model_tp");
-    if (failed && !error)
-      error = std::make_exception_ptr(IoError("save_16bit_model: the writing rank failed (see its error)"));
-  }
-  comm::agree_or_throw(p.comm, error, "save_16bit_model");
+  comm::agree_or_throw(p.comm, error, "save_16bit_model");  // every rank learns the writer's outcome
 }
 
 }  // namespace ds::checkpoint

@@ -17,6 +17,7 @@
 #include "checkpoint/load_options.h"
 #include "comm/communicator.h"
 #include "config/config.h"
+#include "parallel/auto_tp.h"
 #include "zero/flat_optimizer.h"
 #include "zero/model_states.h"
 
@@ -24,16 +25,18 @@ namespace ds::checkpoint {
 
 // The engine's components a checkpoint is made of (borrowed for the call).
 struct EngineStates {
-  comm::Communicator& comm;          // the ranks that hold pieces (the data-parallel group)
+  comm::Communicator& comm;          // the ranks that hold pieces (the data-parallel group; the world under TP)
   torch::nn::Module& module;
   zero::ModelStates& states;
   zero::FlatOptimizer* optimizer;    // null without an optimizer
   const Config& config;
   torch::ScalarType model_dtype;
-  // Tensor parallelism (save_16bit_model only): the group whose ranks hold slices of one model, and
-  // the whole tensor of a parameter from this rank's slice (collective over the group).
-  comm::Communicator* tp = nullptr;
-  std::function<torch::Tensor(const std::string& name, const torch::Tensor& local)> full_parameter;
+  // Tensor parallelism (AutoTP): `comm` is the whole world, `data` the data-parallel group, and
+  // `tensor_parallel` maps each rank's slices onto whole tensors. Checkpoints then hold whole
+  // tensors (split parameters written piecewise by every TP rank, replicated ones by TP rank 0), so
+  // they load at any TP size, or none, and ds-zero-to-fp32 reads them unchanged.
+  comm::Communicator* data = nullptr;  // null: `comm` is the data-parallel group
+  const parallel::AutoTpResult* tensor_parallel = nullptr;
 };
 
 struct SaveRequest {
@@ -65,7 +68,7 @@ std::optional<Loaded> load(const EngineStates& parts, const std::string& dir, co
 
 // Collective. The full model (trainable in the model dtype, frozen parameters, buffers) as one
 // safetensors file written by rank 0; at stage 3 parameters are gathered one at a time, and under
-// tensor parallelism (parts.tp) each slice is put back together first (full_parameter), so the file
+// tensor parallelism each slice is put back together first (AutoTpResult::gather_full), so the file
 // is the model as it was before AutoTP cut it.
 void save_16bit_model(const EngineStates& parts, const std::string& dir, const std::string& file);
 

@@ -80,6 +80,42 @@ torch::Tensor AutoTpResult::gather_full(const std::string& parameter, const torc
   return torch::cat(pieces, 0);
 }
 
+std::vector<int64_t> AutoTpResult::full_shape(std::string_view parameter, torch::IntArrayRef local) const {
+  std::vector<int64_t> shape(local.begin(), local.end());
+  const SplitParameter* s = find(parameter);
+  if (s == nullptr || tp == nullptr) return shape;
+  shape[s->split == TpSplit::Row ? 1 : 0] *= tp->size();
+  return shape;
+}
+
+std::vector<AutoTpResult::Run> AutoTpResult::full_runs(std::string_view parameter, torch::IntArrayRef local,
+                                                       int64_t offset, int64_t n) const {
+  const SplitParameter* s = find(parameter);
+  if (s == nullptr || tp == nullptr || tp->size() == 1 || n == 0) return {{offset, offset, n}};
+  const int64_t world = tp->size(), rank = tp->rank();
+  std::vector<Run> runs;
+  if (s->split == TpSplit::Row) {  // local [O, I/tp] → whole [O, I]: each local row is one run
+    const int64_t cols = local[1], full_cols = cols * world;
+    for (int64_t at = offset, end = offset + n; at < end;) {
+      const int64_t row = at / cols, col = at % cols, len = std::min(end - at, cols - col);
+      runs.push_back({at, row * full_cols + rank * cols + col, len});
+      at += len;
+    }
+    return runs;
+  }
+  // Column: local rows [O/tp, R...]: fused block p's rows block_rows·p .. hold whole rows
+  // p·(O/parts) + rank·block_rows .. of the whole tensor.
+  int64_t row_elems = 1;
+  for (size_t d = 1; d < local.size(); ++d) row_elems *= local[d];
+  const int64_t block_rows = local[0] / s->parts, block = block_rows * row_elems;
+  for (int64_t at = offset, end = offset + n; at < end;) {
+    const int64_t p = at / block, within = at % block, len = std::min(end - at, block - within);
+    runs.push_back({at, (p * block_rows * world + rank * block_rows) * row_elems + within, len});
+    at += len;
+  }
+  return runs;
+}
+
 std::string AutoTpResult::summary() const {
   return fmt::format("{} column-parallel and {} row-parallel layers, {} split parameters", column_layers, row_layers,
                      split_parameters.size());

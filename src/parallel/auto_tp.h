@@ -64,6 +64,22 @@ struct AutoTpResult {
   // back in the layout the model had before the cut. `local` itself when the parameter is not split.
   torch::Tensor gather_full(const std::string& parameter, const torch::Tensor& local) const;
   std::string summary() const;  // "4 column-parallel and 4 row-parallel layers, 12 split parameters"
+
+  // Checkpoints hold whole tensors (loadable at any TP size, ds-zero-to-fp32 unchanged): these map a
+  // rank's slice onto its parameter's whole tensor. The whole shape of `parameter` given this rank's
+  // slice's shape (`local` itself when not split).
+  std::vector<int64_t> full_shape(std::string_view parameter, torch::IntArrayRef local) const;
+  // Elements [offset, offset + n) of this rank's flattened slice as runs of the whole flattened
+  // tensor, in order: a column slice breaks at fused-block boundaries, a row slice at every row.
+  struct Run {
+    int64_t local_offset = 0;  // into the flattened slice
+    int64_t full_offset = 0;   // into the flattened whole tensor
+    int64_t numel = 0;
+  };
+  std::vector<Run> full_runs(std::string_view parameter, torch::IntArrayRef local, int64_t offset, int64_t n) const;
+  // This rank's position in the tensor-parallel group (0 without one): replicated parameters are
+  // written to checkpoints by group rank 0 only.
+  int tp_rank() const { return tp == nullptr ? 0 : tp->rank(); }
 };
 
 // Collective over `tp`: first every parameter and buffer of `module` is broadcast from the group's

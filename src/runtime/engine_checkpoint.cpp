@@ -12,13 +12,14 @@
 namespace ds {
 
 checkpoint::EngineStates Engine::checkpoint_parts() {
-  // Each tensor-parallel rank holds other slices under the same names: refused before anything is written.
-  DS_CHECK(!p_->tensor_parallel, NotSupported,
-           fmt::format("tensor_parallel.autotp_size {}: checkpoints of tensor-parallel slices are not implemented yet "
-                       "(save_checkpoint and load_checkpoint are refused; nothing was written or read); "
-                       "save_16bit_model writes the whole trained model",
-                       p_->topology->model().size()));
-  return {p_->data_parallel(), *module_, *p_->states, p_->optimizer.get(), config(), p_->dtypes.model};
+  if (!p_->tensor_parallel)
+    return {p_->data_parallel(), *module_, *p_->states, p_->optimizer.get(), config(), p_->dtypes.model};
+  // AutoTP: every rank of the world holds pieces (its slices' share), mapped onto whole tensors.
+  checkpoint::EngineStates parts{p_->topology->world(), *module_, *p_->states, p_->optimizer.get(), config(),
+                                 p_->dtypes.model};
+  parts.data = &p_->data_parallel();
+  parts.tensor_parallel = &*p_->tensor_parallel;
+  return parts;
 }
 
 nlohmann::json Engine::engine_state_json() const {
@@ -69,15 +70,8 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
 }
 
 void Engine::save_16bit_model(const std::string& dir, const std::string& file) {
-  if (!p_->tensor_parallel) return checkpoint::save_16bit_model(checkpoint_parts(), dir, file);
-  // AutoTP: the slices are put back together one parameter at a time, so the file is the whole model.
-  checkpoint::EngineStates parts{p_->data_parallel(), *module_, *p_->states, p_->optimizer.get(), config(),
-                                 p_->dtypes.model};
-  parts.tp = &p_->topology->model();
-  parts.full_parameter = [tp = &*p_->tensor_parallel](const std::string& name, const torch::Tensor& local) {
-    return tp->gather_full(name, local);
-  };
-  checkpoint::save_16bit_model(parts, dir, file);
+  // Under AutoTP the slices are put back together one parameter at a time: the file is the whole model.
+  checkpoint::save_16bit_model(checkpoint_parts(), dir, file);
 }
 
 }  // namespace ds

@@ -3,7 +3,9 @@
 // AdamW, clipping active on every step, 20 steps. Under mpirun -np 2: TP=2 (ZeRO 0-3 over a
 // data-parallel world of 1); -np 4: TP=2 x DP=2 with ZeRO 0, 1, 2 and 3, and TP=4; Llama (GQA) and
 // OPT at TP=2. Each rank's losses and its slice of every final parameter are within 1e-5 of the
-// reference, and so is the whole model save_16bit_model writes. At world 1 they are skipped.
+// reference, and so is the whole model save_16bit_model writes. A checkpoint saved at TP=2 x DP=2
+// resumes at TP=1 x DP=4 (ZeRO 2) and TP=4 x DP=1 (ZeRO 3) on the reference's trajectory, and
+// ds-zero-to-fp32 exports it as the whole model. At world 1 they are skipped.
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
 
@@ -71,7 +73,7 @@ struct TpReference {
 };
 
 // The plain loop over the whole global batch (dp x GAS micro-batches per step).
-TpReference tp_reference(const std::string& which, int dp) {
+TpReference tp_reference(const std::string& which, int dp, int steps = kTpSteps) {
   auto data = tp_corpus();
   models::BatchSampler sampler(data, kTpSeqLen, 7);
   auto model = tp_model(which);
@@ -79,7 +81,7 @@ TpReference tp_reference(const std::string& which, int dp) {
                           torch::optim::AdamWOptions(1e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
   TpReference ref;
   ref.losses.assign(dp, {});
-  for (int step = 0; step < kTpSteps; ++step) {
+  for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
     for (int d = 0; d < dp; ++d) {
       double sum = 0.0;
@@ -98,12 +100,12 @@ TpReference tp_reference(const std::string& which, int dp) {
   return ref;
 }
 
-std::string tp_config(int stage, int tp) {
+std::string tp_config(int stage, int tp, int micro = kTpMicro) {
   return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
       "gradient_clipping": {}, "tensor_parallel": {{"autotp_size": {}}},
       "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}}}},
       "zero_optimization": {{"stage": {}, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0}}}})",
-                     kTpMicro, kTpGas, kTpClip, tp, stage);
+                     micro, kTpGas, kTpClip, tp, stage);
 }
 
 // This rank's slice of a reference parameter, cut as AutoTP cut the engine's: a column layer keeps
@@ -232,8 +234,77 @@ TEST(AutoTpMemory, EstimateMatchesTheEngineAtEveryStage) {
   }
 }
 
-// --- refusals: each names the key and the layer; checkpoints are refused before any write; a
-// group given different batches is stopped at the first forward ---
+// --- checkpoints hold whole tensors: saved at TP=2 x DP=2, they load at TP=1 x DP=4 and TP=4 x DP=1
+// (each rank its slices of them), and ds-zero-to-fp32 exports the whole model ---
+
+TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
+  if (!tp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
+  constexpr int kSaveAt = 3, kEnd = 5;
+  const TpReference at_save = tp_reference("tiny", 2, kSaveAt), at_end = tp_reference("tiny", 2, kEnd);
+  const std::filesystem::path dir = ::testing::TempDir() + "auto_tp_resume";
+  auto data = tp_corpus();
+  models::BatchSampler sampler(data, kTpSeqLen, 7);
+  {
+    auto model = tp_model("tiny");
+    auto a = initialize(model, load_config_text(tp_config(1, 2), 4, "<tp 2 x dp 2>"));
+    const int d = a.topology().data_parallel().rank();
+    for (int step = 0; step < kSaveAt; ++step)
+      for (int m = 0; m < kTpGas; ++m) {
+        auto b = tp_batch_for(sampler, step, m, d, 2);
+        a.backward(a.forward(b.inputs, b.targets));
+        a.step();
+      }
+    a.save_checkpoint(dir.string());
+    if (a.rank() == 0) {  // the export is the whole model at the save
+      const std::string cmd = fmt::format("{}/tools/ds-zero-to-fp32 {} {} > {} 2>&1", DS_BINARY_DIR, dir.string(),
+                                          (dir / "export").string(), (dir / "export.log").string());
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      format::SafetensorsFile f((dir / "export" / "model.safetensors").string());
+      for (const auto& [name, want] : at_save.params) {
+        const auto& info = f.at(name);
+        ASSERT_EQ(info.shape, want.sizes().vec()) << name;
+        torch::Tensor got = torch::empty(info.shape, torch::kFloat32);
+        f.read(info, got.data_ptr(), got.numel() * sizeof(float));
+        EXPECT_LE((got - want).abs().max().item<double>(), 1e-5) << "exported " << name;
+      }
+    }
+    a.communicator().barrier();
+  }
+  // The same global batch (2 data-parallel ranks x micro 2 = samples 4k .. 4k+3) split another way.
+  struct Resume {
+    int tp, stage, micro;
+  };
+  for (const Resume r : {Resume{1, 2, 1}, Resume{4, 3, 4}}) {
+    auto model = tp_model("tiny");
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) p.add_(1.0);  // everything must come from the checkpoint
+    }
+    auto b = initialize(model, load_config_text(tp_config(r.stage, r.tp, r.micro), 4, "<resume>"));
+    ASSERT_TRUE(b.load_checkpoint(dir.string()).has_value());
+    const int d = b.topology().data_parallel().rank(), dp = b.topology().data_parallel().size();
+    for (int step = kSaveAt; step < kEnd; ++step)
+      for (int m = 0; m < kTpGas; ++m) {
+        auto whole = sampler.batch((int64_t{step} * kTpGas + m) * 2 * kTpMicro, 2 * kTpMicro);
+        const int64_t per = 2 * kTpMicro / dp;
+        b.backward(b.forward(whole.inputs.narrow(0, d * per, per), whole.targets.narrow(0, d * per, per)));
+        b.step();
+      }
+    zero::GatheredParameters full(b);
+    for (const auto& p : model->named_parameters()) {
+      const torch::Tensor want = tp_slice_like(p.key(), at_end.params.at(p.key()), p.value(), r.tp,
+                                               b.topology().model().rank());
+      ASSERT_EQ(p.value().sizes(), want.sizes()) << p.key();
+      EXPECT_LE((p.value().detach() - want).abs().max().item<double>(), 1e-5)
+          << "resumed at TP=" << r.tp << " stage " << r.stage << ": " << p.key();
+    }
+    b.communicator().barrier();
+    if (r.tp == 4 && b.rank() == 0) std::filesystem::remove_all(dir);
+  }
+}
+
+// --- refusals: each names the key and the layer; a group given different batches is stopped at the
+// first forward ---
 
 std::string tp_init_error(std::shared_ptr<torch::nn::Module> model, int tp) {
   try {
@@ -266,9 +337,6 @@ TEST(AutoTpRefusals, SizesModelsAndCheckpointsThatCannotBeSplit) {
       << what;
 
   auto engine = initialize(tp_model("tiny"), load_config_text(tp_config(1, 2), 2, "<t>"));
-  const std::string dir = ::testing::TempDir() + "auto_tp_ckpt_" + std::to_string(engine.rank());
-  EXPECT_THROW(engine.save_checkpoint(dir), NotSupported);
-  EXPECT_FALSE(std::filesystem::exists(dir)) << "a refused save writes nothing";
 
   // A loader sharded by world rank gives the two ranks of the group different batches.
   auto data = tp_corpus();
