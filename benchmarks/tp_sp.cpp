@@ -10,15 +10,17 @@
 // Ends with
 //   BENCH tp2_state_bytes ours=<TP=2 x DP=W/2 bytes/rank> ref=<DP=W bytes/rank> unit=bytes ratio=..
 //   BENCH tp2_step_vs_dp ours=<TP=2 tokens/s> ref=<DP tokens/s> unit=tokens_per_s ratio=..
-//   BENCH sp2_activation_bytes ours=<SP=2 bytes/rank> ref=<DP bytes/rank> unit=bytes ratio=..
+//   BENCH sp2_activation_bytes ours=<SP=2 bytes/token/rank> ref=<DP bytes/token/rank> unit=bytes_per_token ratio=..
 //   BENCH sp2_step_vs_dp ours=<SP=2 tokens/s> ref=<DP tokens/s> unit=tokens_per_s ratio=..
 //   BENCH sp2_max_seq ours=<SP=2 tokens> ref=<DP tokens> unit=tokens ratio=..
 // Tokens/s counts distinct tokens: a tensor- or sequence-parallel group shares its batch, so it
 // trains on half as many per step. On one machine the ranks share its cores: tokens/s measures the
 // cost of the collectives, not scaling. Embeddings and the LM head stay whole on every TP rank (no
 // vocab-parallel embedding yet), so a large vocabulary bounds TP's state ratio from below.
-// Activation bytes are exact CPU tensor bytes (cpu_tensor_bytes.h): the peak of one forward +
-// backward above what was live before it.
+// Bytes are exact CPU tensor bytes (cpu_tensor_bytes.h). "step peak" is one forward + backward's
+// peak above what was live before it; at short sequences with GPT-2's vocabulary it is the tied
+// embedding's gradients (3 x V x C fp32), the same in every mode. Activation bytes per token are the
+// peak's growth per added token along the ladder, which is what sequence parallelism divides.
 #include <deepspeed/deepspeed.h>
 
 #include <CLI/CLI.hpp>
@@ -50,7 +52,7 @@ struct Options {
 
 struct Result {
   int tp = 0, sp = 0;
-  double tokens_per_s = 0, state_bytes = 0, psi = 0, peak_rss = 0, activation = 0;
+  double tokens_per_s = 0, state_bytes = 0, psi = 0, peak_rss = 0, step_peak = 0;
 };
 
 auto make_engine(const Options& o, int64_t n_positions, int64_t micro) {
@@ -77,7 +79,7 @@ torch::Tensor batch_for(const Options& o, const ds::Engine& engine, int step, in
 
 // One forward + backward: the tensor bytes it held at its peak above what was live before it.
 template <class Engine>
-double activation_bytes(Engine& engine, const torch::Tensor& idx) {
+double step_peak_bytes(Engine& engine, const torch::Tensor& idx) {
   auto& bytes = ds::bench::CpuTensorBytes::install();
   bytes.reset_peak();
   const int64_t before = bytes.live();
@@ -100,7 +102,7 @@ Result run(const Options& o) {
   r.tokens_per_s = double(o.steps) * o.micro * o.seq * dp / secs;  // distinct tokens trained on
   r.state_bytes = ds::bench::model_state_bytes(m);
   r.psi = double(engine.model_states().numel());
-  r.activation = activation_bytes(engine, batch(o.warmup + o.steps));
+  r.step_peak = step_peak_bytes(engine, batch(o.warmup + o.steps));
   r.peak_rss = double(ds::peak_rss_bytes());
   return r;
 }
@@ -133,7 +135,7 @@ Result launch(const Options& o, int tp, int sp, const std::string& self) {
   const std::string cmd = ds::bench::mpirun_prefix(o.world) + self + " " + worker_args(o, tp, sp) + " 2>&1";
   Result r;
   std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %d %lf %lf %lf %lf %lf", &r.tp, &r.sp,
-              &r.tokens_per_s, &r.state_bytes, &r.psi, &r.peak_rss, &r.activation);
+              &r.tokens_per_s, &r.state_bytes, &r.psi, &r.peak_rss, &r.step_peak);
   std::fprintf(stderr, "  world %d, TP=%d, SP=%d: %.1f tokens/s\n", o.world, tp, sp, r.tokens_per_s);
   return r;
 }
@@ -152,12 +154,29 @@ std::vector<std::pair<int64_t, double>> launch_ladder(const Options& o, int sp, 
   return out;
 }
 
-// The longest length whose peak fits `budget` (0 when none does).
-int64_t longest_within(const std::vector<std::pair<int64_t, double>>& ladder, double budget) {
-  int64_t best = 0;
-  for (const auto& [seq, b] : ladder)
-    if (b <= budget) best = std::max(best, seq);
+// The longest length whose peak fits `budget`: between the last ladder length that fits and the
+// first that does not, the peak grows linearly (activations are per token), so the crossing is
+// interpolated; 0 when none fits.
+double longest_within(const std::vector<std::pair<int64_t, double>>& ladder, double budget) {
+  double best = 0;
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    if (ladder[i].second > budget) break;
+    best = double(ladder[i].first);
+    if (i + 1 < ladder.size() && ladder[i + 1].second > budget) {
+      const auto [t0, b0] = ladder[i];
+      const auto [t1, b1] = ladder[i + 1];
+      best = double(t0) + (budget - b0) / (b1 - b0) * double(t1 - t0);
+    }
+  }
   return best;
+}
+
+// Activation bytes per token: how fast the step's peak grows with the sequence over the ladder's
+// upper half (below it a mode's peak can sit on a floor set by the tied embedding's gradients).
+double bytes_per_token(const std::vector<std::pair<int64_t, double>>& ladder) {
+  const auto& lo = ladder[ladder.size() / 2];
+  const auto& hi = ladder.back();
+  return (hi.second - lo.second) / double(hi.first - lo.first);
 }
 
 std::string mode_name(const Result& r, int world) {
@@ -197,7 +216,7 @@ int main(int argc, char** argv) {
     const Result r = run(o);
     if (comm->rank() == 0)
       std::printf("RESULT %d %d %.6f %.0f %.0f %.0f %.0f\n", r.tp, r.sp, r.tokens_per_s, r.state_bytes, r.psi,
-                  r.peak_rss, r.activation);
+                  r.peak_rss, r.step_peak);
     return 0;
   }
   // One process group per mode, so peak RSS belongs to that mode alone.
@@ -210,10 +229,10 @@ int main(int argc, char** argv) {
              "tokens, fp32, Adam, ZeRO {} over the data-parallel group\n",
              o.world, o.layers, o.embd, o.heads, o.vocab, dp.psi / 1e6, o.micro, o.seq, o.stage);
   fmt::print("{:>12} {:>12} {:>16} {:>12} {:>16} {:>12}\n", "mode", "tokens/s", "state B/rank", "Ψ/rank",
-             "activation B/rank", "peak RSS");
+             "step peak B/rank", "peak RSS");
   for (const Result* r : {&dp, &tp, &sp})
     fmt::print("{:>12} {:>12.1f} {:>16.0f} {:>11.1f}M {:>16.0f} {:>8.0f} MiB\n", mode_name(*r, o.world),
-               r->tokens_per_s, r->state_bytes, r->psi / 1e6, r->activation, r->peak_rss / 1048576.0);
+               r->tokens_per_s, r->state_bytes, r->psi / 1e6, r->step_peak, r->peak_rss / 1048576.0);
   const double budget = dp_ladder.front().second;  // what DP needs at the ladder's first length
   fmt::print("\nPeak tensor bytes per rank of one step at micro-batch 1 (budget: DP at {} tokens = {:.0f} MiB)\n",
              dp_ladder.front().first, budget / 1048576.0);
@@ -221,16 +240,20 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < dp_ladder.size(); ++i)
     fmt::print("{:>8} {:>14.1f} {:>14.1f}\n", dp_ladder[i].first, dp_ladder[i].second / 1048576.0,
                sp_ladder[i].second / 1048576.0);
-  const int64_t dp_max = longest_within(dp_ladder, budget), sp_max = longest_within(sp_ladder, budget);
+  const double dp_max = longest_within(dp_ladder, budget), sp_max = longest_within(sp_ladder, budget);
+  const double dp_per_token = bytes_per_token(dp_ladder), sp_per_token = bytes_per_token(sp_ladder);
+  fmt::print("activation bytes per token (peak growth, {}..{} tokens): DP {:.0f}, SP=2 {:.0f}\n",
+             dp_ladder[dp_ladder.size() / 2].first, dp_ladder.back().first, dp_per_token, sp_per_token);
+  fmt::print("longest sequence within the budget (interpolated): DP {:.0f}, SP=2 {:.0f} tokens\n", dp_max, sp_max);
   fmt::print("BENCH tp2_state_bytes ours={:.0f} ref={:.0f} unit=bytes ratio={:.4f}\n", tp.state_bytes, dp.state_bytes,
              tp.state_bytes / dp.state_bytes);
   fmt::print("BENCH tp2_step_vs_dp ours={:.1f} ref={:.1f} unit=tokens_per_s ratio={:.3f}\n", tp.tokens_per_s,
              dp.tokens_per_s, tp.tokens_per_s / dp.tokens_per_s);
-  fmt::print("BENCH sp2_activation_bytes ours={:.0f} ref={:.0f} unit=bytes ratio={:.4f}\n", sp.activation,
-             dp.activation, sp.activation / dp.activation);
+  fmt::print("BENCH sp2_activation_bytes ours={:.0f} ref={:.0f} unit=bytes_per_token ratio={:.4f}\n", sp_per_token,
+             dp_per_token, sp_per_token / dp_per_token);
   fmt::print("BENCH sp2_step_vs_dp ours={:.1f} ref={:.1f} unit=tokens_per_s ratio={:.3f}\n", sp.tokens_per_s,
              dp.tokens_per_s, sp.tokens_per_s / dp.tokens_per_s);
-  fmt::print("BENCH sp2_max_seq ours={} ref={} unit=tokens ratio={:.3f}\n", sp_max, dp_max,
-             dp_max > 0 ? double(sp_max) / double(dp_max) : 0.0);
+  fmt::print("BENCH sp2_max_seq ours={:.0f} ref={:.0f} unit=tokens ratio={:.3f}\n", sp_max, dp_max,
+             dp_max > 0 ? sp_max / dp_max : 0.0);
   return 0;
 }

@@ -197,6 +197,12 @@ TEST(Parity, AutoTpSizeDividesTheWorldBeforeTheBatchTriple) {
     EXPECT_EQ(l.parallel_sizes.autotp_size, 2) << legacy;
     EXPECT_EQ(l.data_parallel_size, 4) << legacy;
   }
+  // Overlapping TP's collectives is not done: asking for it is named, not silently ignored.
+  const Config overlap = test::load(R"({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 2,
+      "tp_overlap_comm": true}})", 8);
+  ASSERT_EQ(overlap.warnings.size(), 1u);
+  EXPECT_EQ(overlap.warnings.front(), "tensor_parallel.tp_overlap_comm is parsed but not supported by deepspeed.cpp yet; "
+                                      "ignored (AutoTP's all-reduces run in order with the compute; results are the same)");
   EXPECT_EQ(test::load_error(R"({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 4,
                                  "tp": {"tp_size": 2}}})", 8),
             "tensor_parallel.autotp_size: 4 disagrees with tensor_parallel.tensor_parallel.tp_size 2 (the legacy "

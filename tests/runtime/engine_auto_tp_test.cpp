@@ -201,6 +201,29 @@ TEST(AutoTpFamilies, LlamaWithGqaAndOptMatchThePlainLoop) {
   tp_expect_matches_reference("opt", 2, 2, 10);
 }
 
+TEST(AutoTpPrecision, Bf16TracksTheFp32Loop) {
+  // bf16 parameters and activations (fp32 master) at TP=2: every step's loss within 5% of the fp32
+  // reference, the bound EnginePrecision.Bf16TracksFp32 holds the one-rank engine to.
+  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  const int world = comm::launcher_world_size(), dp = world / 2;
+  const TpReference ref = tp_reference("tiny", dp);
+  std::string cfg = tp_config(1, 2);
+  cfg.insert(1, R"("bf16": {"enabled": true}, )");
+  auto data = tp_corpus();
+  models::BatchSampler sampler(data, kTpSeqLen, 7);
+  auto engine = initialize(tp_model("tiny"), load_config_text(cfg, world, "<auto_tp bf16>"));
+  ASSERT_EQ(engine.dtypes().model, torch::kBFloat16);
+  const int d = engine.topology().data_parallel().rank();
+  for (int step = 0; step < kTpSteps; ++step) {
+    for (int m = 0; m < kTpGas; ++m) {
+      auto b = tp_batch_for(sampler, step, m, d, dp);
+      engine.backward(engine.forward(b.inputs, b.targets));
+      engine.step();
+    }
+    EXPECT_LE(std::abs(engine.last_loss() - ref.losses[d][step]), 0.05 * ref.losses[d][step]) << "step " << step;
+  }
+}
+
 TEST(AutoTpFamilies, GqaKvHeadsMustDivideTheGroup) {
   if (!tp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4 (2 kv heads over 4 ranks)";
   try {

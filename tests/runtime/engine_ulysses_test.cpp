@@ -210,6 +210,29 @@ TEST(UlyssesShapes, ComposesWithAutoTp) {
   sp_expect_matches_reference("deep", 1, 2, 2);
 }
 
+TEST(UlyssesPrecision, Bf16TracksTheFp32Loop) {
+  // bf16 parameters and activations (fp32 master): every step's loss within 5% of the fp32
+  // reference, the bound EnginePrecision.Bf16TracksFp32 holds the one-rank engine to.
+  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  const int world = comm::launcher_world_size(), dp = world / 2;
+  const SpReference ref = sp_reference("tiny", dp);
+  std::string cfg = sp_config(1, 2);
+  cfg.insert(1, R"("bf16": {"enabled": true}, )");
+  auto data = sp_corpus();
+  models::BatchSampler sampler(data, kSpSeqLen, 7);
+  auto engine = initialize(sp_model("tiny"), load_config_text(cfg, world, "<ulysses bf16>"));
+  ASSERT_EQ(engine.dtypes().model, torch::kBFloat16);
+  const int d = engine.topology().data().rank();
+  for (int step = 0; step < kSpSteps; ++step) {
+    for (int m = 0; m < kSpGas; ++m) {
+      auto b = sp_batch_for(sampler, step, m, d, dp);
+      engine.backward(engine.forward(b.inputs, b.targets));
+      engine.step();
+    }
+    EXPECT_LE(std::abs(engine.last_loss() - ref.losses[d][step]), 0.05 * ref.losses[d][step]) << "step " << step;
+  }
+}
+
 TEST(UlyssesPieces, AllToAllsAreInversesAndKeepTokenOrder) {
   if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence group";
   const std::shared_ptr<comm::Communicator> held = comm::make_communicator(comm::Backend::Auto);
