@@ -16,6 +16,7 @@
 #include "models/gpt2.h"
 #include "models/pretrained.h"
 #include "models/token_data.h"
+#include "parallel_equivalence.h"
 #include "parallel/tp_linear.h"
 #include "parallel/topology.h"
 #include "util/error.h"
@@ -26,86 +27,8 @@
 namespace ds {
 namespace {
 
-constexpr int kTpSteps = 20;
-constexpr int kTpMicro = 2, kTpGas = 2;
-constexpr int64_t kTpSeqLen = 16;
-constexpr double kTpClip = 0.1;  // below every step's norm: a wrongly counted norm changes every update
-
-models::GPT2Config tp_shape(const std::string& which) {
-  if (which == "tiny") return models::GPT2Config::preset("tiny");  // 64 wide, 2 layers, 4 heads
-  models::GPT2Config c = models::GPT2Config::preset("tiny");
-  c.n_layer = 4;
-  c.n_head = 8;
-  return c;
-}
-
-// The Hugging Face families at the same size: Llama with GQA (4 heads, 2 kv heads) and OPT.
-nlohmann::json tp_hf_config(const std::string& which) {
-  if (which == "llama")
-    return {{"model_type", "llama"}, {"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 48},
-            {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-            {"max_position_embeddings", 64}};
-  return {{"model_type", "opt"}, {"vocab_size", 256}, {"hidden_size", 32}, {"ffn_dim", 48}, {"num_hidden_layers", 2},
-          {"num_attention_heads", 4}, {"max_position_embeddings", 64}};
-}
-
-// "tiny" / "deep": GPT-2; "llama", "opt": the HF families.
-std::shared_ptr<models::CausalLM> tp_model(const std::string& which) {
-  torch::manual_seed(2024);
-  if (which == "llama" || which == "opt") return models::from_config(tp_hf_config(which));
-  return models::GPT2(tp_shape(which)).ptr();
-}
-
-models::TokenDataset tp_corpus() {
-  std::string text;
-  for (int i = 0; i < 150; ++i) text += "a stitch in time saves nine " + std::to_string(i * 37 % 101) + ". ";
-  return models::TokenDataset::from_text(text);
-}
-
-// Samples of (step, micro-step, data-parallel rank): each DP rank its own, every TP rank the same.
-models::Batch tp_batch_for(const models::BatchSampler& s, int step, int micro, int dp_rank, int dp) {
-  return s.batch(((int64_t{step} * kTpGas + micro) * dp + dp_rank) * kTpMicro, kTpMicro);
-}
-
-struct TpReference {
-  std::vector<std::vector<double>> losses;  // [dp rank][step]: the mean over its micro-steps
-  std::map<std::string, torch::Tensor> params;
-};
-
-// The plain loop over the whole global batch (dp x GAS micro-batches per step).
-TpReference tp_reference(const std::string& which, int dp, int steps = kTpSteps) {
-  auto data = tp_corpus();
-  models::BatchSampler sampler(data, kTpSeqLen, 7);
-  auto model = tp_model(which);
-  torch::optim::AdamW opt(model->parameters(),
-                          torch::optim::AdamWOptions(1e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
-  TpReference ref;
-  ref.losses.assign(dp, {});
-  for (int step = 0; step < steps; ++step) {
-    opt.zero_grad();
-    for (int d = 0; d < dp; ++d) {
-      double sum = 0.0;
-      for (int m = 0; m < kTpGas; ++m) {
-        auto b = tp_batch_for(sampler, step, m, d, dp);
-        auto loss = model->forward(b.inputs, b.targets);
-        (loss / double(dp * kTpGas)).backward();
-        sum += loss.item<double>();
-      }
-      ref.losses[d].push_back(sum / kTpGas);
-    }
-    torch::nn::utils::clip_grad_norm_(model->parameters(), kTpClip);
-    opt.step();
-  }
-  for (const auto& p : model->named_parameters()) ref.params[p.key()] = p.value().detach().clone();
-  return ref;
-}
-
-std::string tp_config(int stage, int tp, int micro = kTpMicro) {
-  return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
-      "gradient_clipping": {}, "tensor_parallel": {{"autotp_size": {}}},
-      "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}}}},
-      "zero_optimization": {{"stage": {}, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0}}}})",
-                     micro, kTpGas, kTpClip, tp, stage);
+std::string tp_config(int stage, int tp, int micro = partest::kMicro) {
+  return partest::engine_config(stage, tp, 1, {}, micro);
 }
 
 // This rank's slice of a reference parameter, cut as AutoTP cut the engine's: a column layer keeps
@@ -124,26 +47,14 @@ torch::Tensor tp_slice_like(const std::string& name, const torch::Tensor& full, 
 void tp_expect_matches_reference(const std::string& which, int stage, int tp, int split_per_layer = 6) {
   const int world = comm::launcher_world_size();
   const int dp = world / tp;
-  const TpReference ref = tp_reference(which, dp);
+  const partest::Reference ref = partest::reference(which, dp);
 
-  auto data = tp_corpus();
-  models::BatchSampler sampler(data, kTpSeqLen, 7);
-  auto model = tp_model(which);
+  auto model = partest::make_model(which);
   auto engine = initialize(model, load_config_text(tp_config(stage, tp), world, "<auto_tp test>"));
   ASSERT_EQ(engine.topology().model().size(), tp);
   ASSERT_EQ(engine.topology().data_parallel().size(), dp);
   const int d = engine.topology().data_parallel().rank(), r = engine.topology().model().rank();
-  for (int step = 0; step < kTpSteps; ++step) {
-    for (int m = 0; m < kTpGas; ++m) {
-      auto b = tp_batch_for(sampler, step, m, d, dp);
-      engine.backward(engine.forward(b.inputs, b.targets));
-      engine.step();
-    }
-    const double want = ref.losses[d][step];
-    EXPECT_LE(std::abs(engine.last_loss() - want), 1e-5 * std::abs(want))
-        << which << " stage " << stage << " tp " << tp << " step " << step << ": engine " << engine.last_loss()
-        << " vs reference " << want;
-  }
+  partest::train_like_reference(engine, ref, d, dp, 1e-5, fmt::format("{} stage {} tp {}", which, stage, tp));
   EXPECT_LT(ref.losses[0].back(), ref.losses[0].front() - 0.2) << "the reference itself should learn";
 
   // save_16bit_model puts the slices back together: the file is the whole trained model.
@@ -172,31 +83,26 @@ void tp_expect_matches_reference(const std::string& which, int stage, int tp, in
     const double diff = (p.value().detach() - want).abs().max().item<double>();
     EXPECT_LE(diff, 1e-5) << which << " stage " << stage << " tp " << tp << ": " << p.key();
   }
-  const int64_t layers = which == "llama" || which == "opt" ? 2 : tp_shape(which).n_layer;
+  const int64_t layers = which == "llama" || which == "opt" ? 2 : partest::gpt2_shape(which).n_layer;
   EXPECT_EQ(split, layers * split_per_layer) << which << ": the parameters AutoTP cut";
-}
-
-bool tp_world_is(std::initializer_list<int> worlds) {
-  const int w = comm::launcher_world_size();
-  return std::find(worlds.begin(), worlds.end(), w) != worlds.end();
 }
 
 class AutoTp : public ::testing::TestWithParam<int> {};
 
 TEST_P(AutoTp, TensorParallelTimesDataParallelMatchesThePlainLoop) {
-  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
   tp_expect_matches_reference("tiny", GetParam(), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroStages, AutoTp, ::testing::Values(0, 1, 2, 3));
 
 TEST(AutoTpShapes, EightHeadsFourLayersAtTheWholeWorld) {
-  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group (mpirun -np 2 or 4)";
   tp_expect_matches_reference("deep", 1, comm::launcher_world_size());
 }
 
 TEST(AutoTpFamilies, LlamaWithGqaAndOptMatchThePlainLoop) {
-  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
   tp_expect_matches_reference("llama", 1, 2, 7);  // kv heads 2 → 1 per rank, q heads 4 → 2
   tp_expect_matches_reference("opt", 2, 2, 10);
 }
@@ -204,30 +110,21 @@ TEST(AutoTpFamilies, LlamaWithGqaAndOptMatchThePlainLoop) {
 TEST(AutoTpPrecision, Bf16TracksTheFp32Loop) {
   // bf16 parameters and activations (fp32 master) at TP=2: every step's loss within 5% of the fp32
   // reference, the bound EnginePrecision.Bf16TracksFp32 holds the one-rank engine to.
-  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
   const int world = comm::launcher_world_size(), dp = world / 2;
-  const TpReference ref = tp_reference("tiny", dp);
+  const partest::Reference ref = partest::reference("tiny", dp);
   std::string cfg = tp_config(1, 2);
   cfg.insert(1, R"("bf16": {"enabled": true}, )");
-  auto data = tp_corpus();
-  models::BatchSampler sampler(data, kTpSeqLen, 7);
-  auto engine = initialize(tp_model("tiny"), load_config_text(cfg, world, "<auto_tp bf16>"));
+  auto engine = initialize(partest::make_model("tiny"), load_config_text(cfg, world, "<auto_tp bf16>"));
   ASSERT_EQ(engine.dtypes().model, torch::kBFloat16);
   const int d = engine.topology().data_parallel().rank();
-  for (int step = 0; step < kTpSteps; ++step) {
-    for (int m = 0; m < kTpGas; ++m) {
-      auto b = tp_batch_for(sampler, step, m, d, dp);
-      engine.backward(engine.forward(b.inputs, b.targets));
-      engine.step();
-    }
-    EXPECT_LE(std::abs(engine.last_loss() - ref.losses[d][step]), 0.05 * ref.losses[d][step]) << "step " << step;
-  }
+  partest::train_like_reference(engine, ref, d, dp, 0.05, "bf16");
 }
 
 TEST(AutoTpFamilies, GqaKvHeadsMustDivideTheGroup) {
-  if (!tp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4 (2 kv heads over 4 ranks)";
+  if (!partest::world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4 (2 kv heads over 4 ranks)";
   try {
-    auto engine = initialize(tp_model("llama"), load_config_text(tp_config(0, 4), 4, "<t>"));
+    auto engine = initialize(partest::make_model("llama"), load_config_text(tp_config(0, 4), 4, "<t>"));
     ADD_FAILURE() << "2 kv heads were cut over 4 tensor-parallel ranks";
   } catch (const ConfigError& e) {
     const std::string what = e.what();
@@ -241,11 +138,11 @@ TEST(AutoTpFamilies, GqaKvHeadsMustDivideTheGroup) {
 TEST(AutoTpMemory, EstimateMatchesTheEngineAtEveryStage) {
   // ds-estimate's per-rank bytes under AutoTP (GPT2Config::parameter_sizes(tp), ZeRO over world / tp)
   // equal what a real TP engine holds, kind by kind.
-  if (!tp_world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
   for (int stage : {0, 1, 2, 3}) {
-    auto engine = initialize(tp_model("tiny"), load_config_text(tp_config(stage, 2), comm::launcher_world_size(), "<t>"));
+    auto engine = initialize(partest::make_model("tiny"), load_config_text(tp_config(stage, 2), comm::launcher_world_size(), "<t>"));
     zero::EstimateInput in;
-    in.param_numels = tp_shape("tiny").parameter_sizes(2);
+    in.param_numels = partest::gpt2_shape("tiny").parameter_sizes(2);
     in.world = engine.topology().data_parallel().size();
     in.plan = engine.dtypes();
     in.config = &engine.config();
@@ -261,19 +158,19 @@ TEST(AutoTpMemory, EstimateMatchesTheEngineAtEveryStage) {
 // (each rank its slices of them), and ds-zero-to-fp32 exports the whole model ---
 
 TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
-  if (!tp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
+  if (!partest::world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
   constexpr int kSaveAt = 3, kEnd = 5;
-  const TpReference at_save = tp_reference("tiny", 2, kSaveAt), at_end = tp_reference("tiny", 2, kEnd);
+  const partest::Reference at_save = partest::reference("tiny", 2, kSaveAt), at_end = partest::reference("tiny", 2, kEnd);
   const std::filesystem::path dir = ::testing::TempDir() + "auto_tp_resume";
-  auto data = tp_corpus();
-  models::BatchSampler sampler(data, kTpSeqLen, 7);
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
   {
-    auto model = tp_model("tiny");
+    auto model = partest::make_model("tiny");
     auto a = initialize(model, load_config_text(tp_config(1, 2), 4, "<tp 2 x dp 2>"));
     const int d = a.topology().data_parallel().rank();
     for (int step = 0; step < kSaveAt; ++step)
-      for (int m = 0; m < kTpGas; ++m) {
-        auto b = tp_batch_for(sampler, step, m, d, 2);
+      for (int m = 0; m < partest::kGas; ++m) {
+        auto b = partest::batch_for(sampler, step, m, d, 2);
         a.backward(a.forward(b.inputs, b.targets));
         a.step();
       }
@@ -298,7 +195,7 @@ TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
     int tp, stage, micro;
   };
   for (const Resume r : {Resume{1, 2, 1}, Resume{4, 3, 4}}) {
-    auto model = tp_model("tiny");
+    auto model = partest::make_model("tiny");
     {
       torch::NoGradGuard no_grad;
       for (auto& p : model->parameters()) p.add_(1.0);  // everything must come from the checkpoint
@@ -307,9 +204,9 @@ TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
     ASSERT_TRUE(b.load_checkpoint(dir.string()).has_value());
     const int d = b.topology().data_parallel().rank(), dp = b.topology().data_parallel().size();
     for (int step = kSaveAt; step < kEnd; ++step)
-      for (int m = 0; m < kTpGas; ++m) {
-        auto whole = sampler.batch((int64_t{step} * kTpGas + m) * 2 * kTpMicro, 2 * kTpMicro);
-        const int64_t per = 2 * kTpMicro / dp;
+      for (int m = 0; m < partest::kGas; ++m) {
+        auto whole = sampler.batch((int64_t{step} * partest::kGas + m) * 2 * partest::kMicro, 2 * partest::kMicro);
+        const int64_t per = 2 * partest::kMicro / dp;
         b.backward(b.forward(whole.inputs.narrow(0, d * per, per), whole.targets.narrow(0, d * per, per)));
         b.step();
       }
@@ -339,8 +236,8 @@ std::string tp_init_error(std::shared_ptr<torch::nn::Module> model, int tp) {
 }
 
 TEST(AutoTpRefusals, SizesModelsAndCheckpointsThatCannotBeSplit) {
-  if (!tp_world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
-  models::GPT2Config three_heads = tp_shape("tiny");
+  if (!partest::world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
+  models::GPT2Config three_heads = partest::gpt2_shape("tiny");
   three_heads.n_embd = 48;
   three_heads.n_head = 3;
   std::string what = tp_init_error(models::GPT2(three_heads).ptr(), 2);
@@ -359,12 +256,12 @@ TEST(AutoTpRefusals, SizesModelsAndCheckpointsThatCannotBeSplit) {
   EXPECT_NE(what.find("tensor_parallel.autotp_size: 2: the model has no layer AutoTP can split"), std::string::npos)
       << what;
 
-  auto engine = initialize(tp_model("tiny"), load_config_text(tp_config(1, 2), 2, "<t>"));
+  auto engine = initialize(partest::make_model("tiny"), load_config_text(tp_config(1, 2), 2, "<t>"));
 
   // A loader sharded by world rank gives the two ranks of the group different batches.
-  auto data = tp_corpus();
-  models::BatchSampler sampler(data, kTpSeqLen, 7);
-  auto b = sampler.batch(int64_t{engine.rank()} * kTpMicro, kTpMicro);
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  auto b = sampler.batch(int64_t{engine.rank()} * partest::kMicro, partest::kMicro);
   try {
     engine.forward(b.inputs, b.targets);
     ADD_FAILURE() << "different batches on the ranks of a tensor-parallel group were accepted";

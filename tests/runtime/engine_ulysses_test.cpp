@@ -14,6 +14,7 @@
 #include "models/gpt2.h"
 #include "models/pretrained.h"
 #include "models/token_data.h"
+#include "parallel_equivalence.h"
 #include "parallel/topology.h"
 #include "parallel/ulysses.h"
 #include "util/error.h"
@@ -24,130 +25,26 @@
 namespace ds {
 namespace {
 
-constexpr int kSpSteps = 20;
-constexpr int kSpMicro = 2, kSpGas = 2;
-constexpr int64_t kSpSeqLen = 16;
-constexpr double kSpClip = 0.1;  // below every step's norm: a wrongly averaged gradient changes every update
-
-models::GPT2Config sp_shape(const std::string& which) {
-  models::GPT2Config c = models::GPT2Config::preset("tiny");  // 64 wide, 2 layers, 4 heads
-  if (which == "deep") {
-    c.n_layer = 4;
-    c.n_head = 8;
-  }
-  return c;
+std::string sp_config(int stage, int sp, int tp = 1, partest::Optimizer how = {}, int micro = partest::kMicro) {
+  return partest::engine_config(stage, tp, sp, how, micro);
 }
 
-// The Hugging Face families at the same size: Llama with GQA (4 heads, 2 kv heads) and OPT.
-nlohmann::json sp_hf_config(const std::string& which) {
-  if (which == "llama")
-    return {{"model_type", "llama"}, {"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 48},
-            {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-            {"max_position_embeddings", 64}};
-  return {{"model_type", "opt"}, {"vocab_size", 256}, {"hidden_size", 32}, {"ffn_dim", 48}, {"num_hidden_layers", 2},
-          {"num_attention_heads", 4}, {"max_position_embeddings", 64}};
-}
-
-// "tiny" / "deep": GPT-2; "llama", "opt": the HF families.
-std::shared_ptr<models::CausalLM> sp_model(const std::string& which) {
-  torch::manual_seed(2025);
-  if (which == "llama" || which == "opt") return models::from_config(sp_hf_config(which));
-  return models::GPT2(sp_shape(which)).ptr();
-}
-
-models::TokenDataset sp_corpus() {
-  std::string text;
-  for (int i = 0; i < 150; ++i) text += "a stitch in time saves nine " + std::to_string(i * 37 % 101) + ". ";
-  return models::TokenDataset::from_text(text);
-}
-
-// Samples of (step, micro-step, data-parallel rank): each DP rank its own, every SP and TP rank the same.
-models::Batch sp_batch_for(const models::BatchSampler& s, int step, int micro, int dp_rank, int dp) {
-  return s.batch(((int64_t{step} * kSpGas + micro) * dp + dp_rank) * kSpMicro, kSpMicro);
-}
-
-struct SpReference {
-  std::vector<std::vector<double>> losses;  // [dp rank][step]: the mean over its micro-steps
-  std::map<std::string, torch::Tensor> params;
-};
-
-// AdamW with clipping (the issue's check), or plain SGD without: Adam and clipping both hide a
-// gradient's scale, so a wrongly scaled sequence-parallel loss only shows under SGD.
-struct SpOptimizer {
-  bool sgd = false;
-  double clip() const { return sgd ? 0.0 : kSpClip; }
-};
-
-SpReference sp_reference(const std::string& which, int dp, SpOptimizer how = {}) {
-  auto data = sp_corpus();
-  models::BatchSampler sampler(data, kSpSeqLen, 7);
-  auto model = sp_model(which);
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (how.sgd)
-    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
-  else
-    optimizer = std::make_unique<torch::optim::AdamW>(
-        model->parameters(), torch::optim::AdamWOptions(1e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
-  torch::optim::Optimizer& opt = *optimizer;
-  SpReference ref;
-  ref.losses.assign(dp, {});
-  for (int step = 0; step < kSpSteps; ++step) {
-    opt.zero_grad();
-    for (int d = 0; d < dp; ++d) {
-      double sum = 0.0;
-      for (int m = 0; m < kSpGas; ++m) {
-        auto b = sp_batch_for(sampler, step, m, d, dp);
-        auto loss = model->forward(b.inputs, b.targets);
-        (loss / double(dp * kSpGas)).backward();
-        sum += loss.item<double>();
-      }
-      ref.losses[d].push_back(sum / kSpGas);
-    }
-    if (how.clip() > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), how.clip());
-    opt.step();
-  }
-  for (const auto& p : model->named_parameters()) ref.params[p.key()] = p.value().detach().clone();
-  return ref;
-}
-
-std::string sp_config(int stage, int sp, int tp = 1, SpOptimizer how = {}, int micro = kSpMicro) {
-  const std::string optimizer = how.sgd ? R"({"type": "SGD", "params": {"lr": 0.1}}, "zero_allow_untested_optimizer": true)"
-                                        : R"({"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}})";
-  return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
-      "gradient_clipping": {}, "sequence_parallel_size": {}, "tensor_parallel": {{"autotp_size": {}}},
-      "optimizer": {},
-      "zero_optimization": {{"stage": {}, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0}}}})",
-                     micro, kSpGas, how.clip(), sp, tp == 1 ? 0 : tp, optimizer, stage);
-}
-
-void sp_expect_matches_reference(const std::string& which, int stage, int sp, int tp = 1, SpOptimizer how = {}) {
+void sp_expect_matches_reference(const std::string& which, int stage, int sp, int tp = 1, partest::Optimizer how = {}) {
   const int world = comm::launcher_world_size();
   const int dp = world / sp / tp;
-  const SpReference ref = sp_reference(which, dp, how);
+  const partest::Reference ref = partest::reference(which, dp, partest::kSteps, how);
 
-  auto data = sp_corpus();
-  models::BatchSampler sampler(data, kSpSeqLen, 7);
-  auto model = sp_model(which);
+  auto model = partest::make_model(which);
   auto engine = initialize(model, load_config_text(sp_config(stage, sp, tp, how), world, "<ulysses test>"));
   ASSERT_EQ(engine.topology().sequence().size(), sp);
   ASSERT_EQ(engine.topology().data().size(), dp);
   ASSERT_TRUE(model->sequence_parallel());
   const int d = engine.topology().data().rank();
-  for (int step = 0; step < kSpSteps; ++step) {
-    for (int m = 0; m < kSpGas; ++m) {
-      auto b = sp_batch_for(sampler, step, m, d, dp);
-      engine.backward(engine.forward(b.inputs, b.targets));
-      engine.step();
-    }
-    const double want = ref.losses[d][step];
-    EXPECT_LE(std::abs(engine.last_loss() - want), 1e-5 * std::abs(want))
-        << which << " stage " << stage << " sp " << sp << " tp " << tp << " step " << step << ": engine "
-        << engine.last_loss() << " vs reference " << want;
-  }
+  partest::train_like_reference(engine, ref, d, dp, 1e-5, fmt::format("{} stage {} sp {} tp {}", which, stage, sp, tp));
   EXPECT_LT(ref.losses[0].back(), ref.losses[0].front() - 0.2) << "the reference itself should learn";
 
-  // Parameters are replicated over the sequence group: gathered, each is the reference's (the whole
-  // tensor, or under AutoTP this rank's slice, compared through save_16bit_model's gathered file).
+  // Parameters are replicated over the sequence group: gathered, each is the reference's (AutoTP's
+  // slices are left to the AutoTP test).
   zero::GatheredParameters full(engine);
   for (const auto& p : model->named_parameters()) {
     const torch::Tensor& want = ref.params.at(p.key());
@@ -157,45 +54,40 @@ void sp_expect_matches_reference(const std::string& which, int stage, int sp, in
   }
 }
 
-bool sp_world_is(std::initializer_list<int> worlds) {
-  const int w = comm::launcher_world_size();
-  return std::find(worlds.begin(), worlds.end(), w) != worlds.end();
-}
-
 class Ulysses : public ::testing::TestWithParam<int> {};
 
 TEST_P(Ulysses, SequenceParallelTimesDataParallelMatchesThePlainLoop) {
-  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
   sp_expect_matches_reference("tiny", GetParam(), 2);  // world 4: SP 2 x DP 2
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroStages, Ulysses, ::testing::Values(0, 1, 2, 3));
 
 TEST(UlyssesShapes, EightHeadsFourLayersAtTheWholeWorld) {
-  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group (mpirun -np 2 or 4)";
   sp_expect_matches_reference("deep", 2, comm::launcher_world_size());
 }
 
 TEST(UlyssesShapes, GradientScaleUnderSgdWithoutClipping) {
   // The token mean's gradient, summed over the sequence group and averaged over data x sequence, is
   // the plain loop's: any factor off (N, 1/N) changes every SGD update.
-  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
   sp_expect_matches_reference("tiny", 2, 2, 1, {.sgd = true});
 }
 
 TEST(UlyssesFamilies, LlamaWithGqaAndOptMatchThePlainLoop) {
   // Llama: rotary positions of this rank's tokens, kv heads 2 → 1 per rank; OPT: learned positions
   // at their offset.
-  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
   sp_expect_matches_reference("llama", 1, 2);
   sp_expect_matches_reference("opt", 3, 2);
 }
 
 TEST(UlyssesFamilies, GqaKvHeadsMustDivideTheGroup) {
-  if (!sp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4 (2 kv heads over 4 ranks)";
+  if (!partest::world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4 (2 kv heads over 4 ranks)";
   std::string what = "(no error)";
   try {
-    auto engine = initialize(sp_model("llama"), load_config_text(sp_config(0, 4), 4, "<t>"));
+    auto engine = initialize(partest::make_model("llama"), load_config_text(sp_config(0, 4), 4, "<t>"));
   } catch (const ConfigError& e) {
     what = e.what();
   }
@@ -206,35 +98,26 @@ TEST(UlyssesFamilies, GqaKvHeadsMustDivideTheGroup) {
 TEST(UlyssesShapes, ComposesWithAutoTp) {
   // TP 2 x SP 2: each rank computes 4 of the 8 heads' projections and attends 2 of them over the
   // whole sequence.
-  if (!sp_world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
+  if (!partest::world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
   sp_expect_matches_reference("deep", 1, 2, 2);
 }
 
 TEST(UlyssesPrecision, Bf16TracksTheFp32Loop) {
   // bf16 parameters and activations (fp32 master): every step's loss within 5% of the fp32
   // reference, the bound EnginePrecision.Bf16TracksFp32 holds the one-rank engine to.
-  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
   const int world = comm::launcher_world_size(), dp = world / 2;
-  const SpReference ref = sp_reference("tiny", dp);
+  const partest::Reference ref = partest::reference("tiny", dp);
   std::string cfg = sp_config(1, 2);
   cfg.insert(1, R"("bf16": {"enabled": true}, )");
-  auto data = sp_corpus();
-  models::BatchSampler sampler(data, kSpSeqLen, 7);
-  auto engine = initialize(sp_model("tiny"), load_config_text(cfg, world, "<ulysses bf16>"));
+  auto engine = initialize(partest::make_model("tiny"), load_config_text(cfg, world, "<ulysses bf16>"));
   ASSERT_EQ(engine.dtypes().model, torch::kBFloat16);
   const int d = engine.topology().data().rank();
-  for (int step = 0; step < kSpSteps; ++step) {
-    for (int m = 0; m < kSpGas; ++m) {
-      auto b = sp_batch_for(sampler, step, m, d, dp);
-      engine.backward(engine.forward(b.inputs, b.targets));
-      engine.step();
-    }
-    EXPECT_LE(std::abs(engine.last_loss() - ref.losses[d][step]), 0.05 * ref.losses[d][step]) << "step " << step;
-  }
+  partest::train_like_reference(engine, ref, d, dp, 0.05, "bf16");
 }
 
 TEST(UlyssesPieces, AllToAllsAreInversesAndKeepTokenOrder) {
-  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence group";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence group";
   const std::shared_ptr<comm::Communicator> held = comm::make_communicator(comm::Backend::Auto);
   comm::Communicator& world = *held;
   const int n = world.size(), r = world.rank();
@@ -250,13 +133,13 @@ TEST(UlyssesPieces, AllToAllsAreInversesAndKeepTokenOrder) {
 TEST(UlyssesMemory, StatesArePartitionedOverDataTimesSequenceAsTheEstimateSays) {
   // ds-estimate's arithmetic under Ulysses (ZeRO over data_parallel_size x sequence_parallel_size:
   // the states stay whole, partitioned over every rank) against the ledger of real SP engines.
-  if (!sp_world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
   for (int stage : {0, 1, 2, 3}) {
     const Config cfg = load_config_text(sp_config(stage, 2), comm::launcher_world_size(), "<t>");
     zero::EstimateInput in;
-    in.param_numels = sp_shape("tiny").parameter_sizes(1);
+    in.param_numels = partest::gpt2_shape("tiny").parameter_sizes(1);
     in.world = cfg.data_parallel_size * cfg.parallel_sizes.sequence_parallel_size;
-    auto engine = initialize(sp_model("tiny"), cfg);
+    auto engine = initialize(partest::make_model("tiny"), cfg);
     in.plan = engine.dtypes();
     in.config = &engine.config();
     EXPECT_EQ(in.world, comm::launcher_world_size());
@@ -272,15 +155,15 @@ TEST(UlyssesCheckpoint, ResumesWithoutSequenceParallelismOnTheSameGlobalBatch) {
   // Saved at SP=2 (DP=1, micro-batch 2), loaded at SP=1 x DP=2 (micro-batch 1: each rank one of the
   // two sequences): the states are whole and partitioned like data parallelism's, so the two runs
   // continue with the same parameters.
-  if (!sp_world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
+  if (!partest::world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
   const std::string dir = ::testing::TempDir() + "ulysses_ckpt";
-  auto data = sp_corpus();
-  models::BatchSampler sampler(data, kSpSeqLen, 7);
-  auto sp_model_a = sp_model("tiny");
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  auto sp_model_a = partest::make_model("tiny");
   auto a = initialize(sp_model_a, load_config_text(sp_config(2, 2), 2, "<sp 2>"));
   auto train = [&](auto& engine, int step, bool whole) {
-    for (int m = 0; m < kSpGas; ++m) {
-      auto b = sp_batch_for(sampler, step, m, 0, 1);
+    for (int m = 0; m < partest::kGas; ++m) {
+      auto b = partest::batch_for(sampler, step, m, 0, 1);
       auto in = whole ? b.inputs : b.inputs.narrow(0, engine.rank(), 1);
       auto tg = whole ? b.targets : b.targets.narrow(0, engine.rank(), 1);
       engine.backward(engine.forward(in, tg));
@@ -291,7 +174,7 @@ TEST(UlyssesCheckpoint, ResumesWithoutSequenceParallelismOnTheSameGlobalBatch) {
   a.save_checkpoint(dir);
   for (int step = 3; step < 5; ++step) train(a, step, true);
 
-  auto tiny = sp_model("tiny");
+  auto tiny = partest::make_model("tiny");
   {
     torch::NoGradGuard no_grad;
     for (auto& p : tiny->parameters()) p.add_(1.0);  // everything must come from the checkpoint, not the seed
@@ -321,8 +204,8 @@ std::string sp_init_error(std::shared_ptr<torch::nn::Module> model, int sp) {
 }
 
 TEST(UlyssesRefusals, HeadsModelsAndSequencesThatCannotBeSplit) {
-  if (!sp_world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
-  models::GPT2Config three_heads = sp_shape("tiny");
+  if (!partest::world_is({2})) GTEST_SKIP() << "runs at mpirun -np 2";
+  models::GPT2Config three_heads = partest::gpt2_shape("tiny");
   three_heads.n_embd = 48;
   three_heads.n_head = 3;
   std::string what = sp_init_error(models::GPT2(three_heads).ptr(), 2);
@@ -335,11 +218,11 @@ TEST(UlyssesRefusals, HeadsModelsAndSequencesThatCannotBeSplit) {
             std::string::npos)
       << what;
 
-  auto model = sp_model("tiny");
+  auto model = partest::make_model("tiny");
   auto engine = initialize(model, load_config_text(sp_config(1, 2), 2, "<t>"));
-  auto data = sp_corpus();
+  auto data = partest::corpus();
   models::BatchSampler odd(data, 15, 7);  // 15 tokens do not split over 2 ranks
-  auto b = odd.batch(0, kSpMicro);
+  auto b = odd.batch(0, partest::kMicro);
   try {
     engine.forward(b.inputs, b.targets);
     ADD_FAILURE() << "a 15-token sequence was split over 2 ranks";
@@ -355,8 +238,8 @@ TEST(UlyssesRefusals, HeadsModelsAndSequencesThatCannotBeSplit) {
                NotSupported);
 
   // A loader sharded by world rank gives the two ranks of the sequence group different batches.
-  models::BatchSampler sampler(data, kSpSeqLen, 7);
-  b = sampler.batch(int64_t{engine.rank()} * kSpMicro, kSpMicro);
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  b = sampler.batch(int64_t{engine.rank()} * partest::kMicro, partest::kMicro);
   try {
     engine.forward(b.inputs, b.targets);
     ADD_FAILURE() << "different batches on the ranks of a sequence-parallel group were accepted";

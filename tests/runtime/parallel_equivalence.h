@@ -1,0 +1,153 @@
+// What the tensor- and sequence-parallel equivalence tests share: the models (GPT-2 tiny, a 4-layer
+// 8-head GPT, Llama with GQA, OPT, all small), the corpus, which samples each data-parallel rank
+// takes, and the one-process plain LibTorch loop over the same global batch that the engines are
+// held to (AdamW with clipping active on every step, or plain SGD without).
+#pragma once
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "models/gpt2.h"
+#include "models/pretrained.h"
+#include "models/token_data.h"
+
+namespace ds::partest {
+
+constexpr int kSteps = 20;
+constexpr int kMicro = 2, kGas = 2;
+constexpr int64_t kSeqLen = 16;
+constexpr double kClip = 0.1;  // below every step's norm: a wrongly counted norm changes every update
+
+// True when the launcher started one of these world sizes.
+inline bool world_is(std::initializer_list<int> worlds) {
+  const int w = comm::launcher_world_size();
+  return std::find(worlds.begin(), worlds.end(), w) != worlds.end();
+}
+
+// "tiny": GPT-2 tiny (64 wide, 2 layers, 4 heads); "deep": 4 layers, 8 heads.
+inline models::GPT2Config gpt2_shape(const std::string& which) {
+  models::GPT2Config c = models::GPT2Config::preset("tiny");
+  if (which == "deep") {
+    c.n_layer = 4;
+    c.n_head = 8;
+  }
+  return c;
+}
+
+// The Hugging Face families at the same size: Llama with GQA (4 heads, 2 kv heads) and OPT.
+inline nlohmann::json hf_config(const std::string& which) {
+  if (which == "llama")
+    return {{"model_type", "llama"}, {"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 48},
+            {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+            {"max_position_embeddings", 64}};
+  return {{"model_type", "opt"}, {"vocab_size", 256}, {"hidden_size", 32}, {"ffn_dim", 48}, {"num_hidden_layers", 2},
+          {"num_attention_heads", 4}, {"max_position_embeddings", 64}};
+}
+
+// "tiny" / "deep": GPT-2; "llama", "opt": the HF families. The same weights for the same name.
+inline std::shared_ptr<models::CausalLM> make_model(const std::string& which) {
+  torch::manual_seed(2024);
+  if (which == "llama" || which == "opt") return models::from_config(hf_config(which));
+  return models::GPT2(gpt2_shape(which)).ptr();
+}
+
+inline models::TokenDataset corpus() {
+  std::string text;
+  for (int i = 0; i < 150; ++i) text += "a stitch in time saves nine " + std::to_string(i * 37 % 101) + ". ";
+  return models::TokenDataset::from_text(text);
+}
+
+// Samples of (step, micro-step, data-parallel rank): each DP rank its own, every rank of a tensor-
+// or sequence-parallel group the same.
+inline models::Batch batch_for(const models::BatchSampler& s, int step, int micro, int dp_rank, int dp) {
+  return s.batch(((int64_t{step} * kGas + micro) * dp + dp_rank) * kMicro, kMicro);
+}
+
+// AdamW with clipping (the issues' check), or plain SGD without: Adam and clipping both hide a
+// gradient's scale, which SGD does not.
+struct Optimizer {
+  bool sgd = false;
+  double clip() const { return sgd ? 0.0 : kClip; }
+  // The engine config's "optimizer" section (and what ZeRO needs to run SGD).
+  std::string json() const {
+    return sgd ? R"({"type": "SGD", "params": {"lr": 0.1}}, "zero_allow_untested_optimizer": true)"
+               : R"({"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}})";
+  }
+};
+
+// The engine's config for the same run: micro-batch, GAS, clipping and optimizer as the reference,
+// AutoTP over `tp` ranks and Ulysses over `sp`, ZeRO `stage` with small buckets.
+inline std::string engine_config(int stage, int tp, int sp, Optimizer how = {}, int micro = kMicro) {
+  return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
+      "gradient_clipping": {}, "sequence_parallel_size": {}, "tensor_parallel": {{"autotp_size": {}}},
+      "optimizer": {},
+      "zero_optimization": {{"stage": {}, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0}}}})",
+                     micro, kGas, how.clip(), sp, tp == 1 ? 0 : tp, how.json(), stage);
+}
+
+struct Reference {
+  std::vector<std::vector<double>> losses;  // [dp rank][step]: the mean over its micro-steps
+  std::map<std::string, torch::Tensor> params;
+};
+
+// The plain loop over the whole global batch (dp x GAS micro-batches per step).
+inline Reference reference(const std::string& which, int dp, int steps = kSteps, Optimizer how = {}) {
+  auto data = corpus();
+  models::BatchSampler sampler(data, kSeqLen, 7);
+  auto model = make_model(which);
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (how.sgd)
+    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  else
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        model->parameters(), torch::optim::AdamWOptions(1e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
+  Reference ref;
+  ref.losses.assign(dp, {});
+  for (int step = 0; step < steps; ++step) {
+    optimizer->zero_grad();
+    for (int d = 0; d < dp; ++d) {
+      double sum = 0.0;
+      for (int m = 0; m < kGas; ++m) {
+        auto b = batch_for(sampler, step, m, d, dp);
+        auto loss = model->forward(b.inputs, b.targets);
+        (loss / double(dp * kGas)).backward();
+        sum += loss.item<double>();
+      }
+      ref.losses[d].push_back(sum / kGas);
+    }
+    if (how.clip() > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), how.clip());
+    optimizer->step();
+  }
+  for (const auto& p : model->named_parameters()) ref.params[p.key()] = p.value().detach().clone();
+  return ref;
+}
+
+// Trains `engine` (on data-parallel rank d of dp) over the reference's global batches, checking each
+// step's loss against the reference's for that rank within `tolerance` (relative); `what` names the run.
+template <class Engine>
+void train_like_reference(Engine& engine, const Reference& ref, int d, int dp, double tolerance,
+                          const std::string& what) {
+  auto data = corpus();
+  models::BatchSampler sampler(data, kSeqLen, 7);
+  for (int step = 0; step < int(ref.losses[d].size()); ++step) {
+    for (int m = 0; m < kGas; ++m) {
+      auto b = batch_for(sampler, step, m, d, dp);
+      engine.backward(engine.forward(b.inputs, b.targets));
+      engine.step();
+    }
+    const double want = ref.losses[d][step];
+    EXPECT_LE(std::abs(engine.last_loss() - want), tolerance * std::abs(want))
+        << what << " step " << step << ": engine " << engine.last_loss() << " vs reference " << want;
+  }
+}
+
+}  // namespace ds::partest
