@@ -118,8 +118,9 @@ class Engine {
   // Called around the user's forward by ModelEngine::forward.
   void before_forward();
   void after_forward();
-  // Under AutoTP and Ulysses, every rank of a tensor- or sequence-parallel group must be given the same batch: ModelEngine
-  // checks the forward's tensor arguments (one small all-reduce; ds::Error naming the argument).
+  // Under AutoTP and Ulysses, every rank of a tensor- or sequence-parallel group must be given the
+  // same batch: ModelEngine checks the forward's tensor arguments (one small all-reduce per group;
+  // ds::Error naming the argument).
   bool checks_forward_inputs() const noexcept { return check_inputs_; }
   void check_forward_inputs(const std::vector<torch::Tensor>& inputs);
 
