@@ -108,14 +108,7 @@ TEST(UlyssesPrecision, Bf16TracksTheFp32Loop) {
   // bf16 parameters and activations (fp32 master): every step's loss within 5% of the fp32
   // reference, the bound EnginePrecision.Bf16TracksFp32 holds the one-rank engine to.
   if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
-  const int world = comm::launcher_world_size(), dp = world / 2;
-  const partest::Reference ref = partest::reference("tiny", dp);
-  std::string cfg = sp_config(1, 2);
-  cfg.insert(1, R"("bf16": {"enabled": true}, )");
-  auto engine = initialize(partest::make_model("tiny"), load_config_text(cfg, world, "<ulysses bf16>"));
-  ASSERT_EQ(engine.dtypes().model, torch::kBFloat16);
-  const int d = engine.topology().data().rank();
-  partest::train_like_reference(engine, ref, d, dp, 0.05, "bf16");
+  partest::expect_bf16_tracks_fp32(1, 2);
 }
 
 TEST(UlyssesPieces, AllToAllsAreInversesAndKeepTokenOrder) {

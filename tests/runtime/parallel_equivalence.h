@@ -4,6 +4,7 @@
 // held to (AdamW with clipping active on every step, or plain SGD without).
 #pragma once
 
+#include <deepspeed/deepspeed.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -148,6 +149,19 @@ void train_like_reference(Engine& engine, const Reference& ref, int d, int dp, d
     EXPECT_LE(std::abs(engine.last_loss() - want), tolerance * std::abs(want))
         << what << " step " << step << ": engine " << engine.last_loss() << " vs reference " << want;
   }
+}
+
+// bf16 parameters and activations (fp32 master) over `tp` x `sp` with ZeRO 1: every step's loss
+// within 5% of the fp32 reference, the bound EnginePrecision.Bf16TracksFp32 holds the one-rank
+// engine to.
+inline void expect_bf16_tracks_fp32(int tp, int sp) {
+  const int world = comm::launcher_world_size(), dp = world / tp / sp;
+  const Reference ref = reference("tiny", dp);
+  std::string cfg = engine_config(1, tp, sp);
+  cfg.insert(1, R"("bf16": {"enabled": true}, )");
+  auto engine = initialize(make_model("tiny"), load_config_text(cfg, world, "<bf16 tracks fp32>"));
+  ASSERT_EQ(engine.dtypes().model, torch::kBFloat16);
+  train_like_reference(engine, ref, engine.topology().data().rank(), dp, 0.05, "bf16");
 }
 
 }  // namespace ds::partest
