@@ -6,7 +6,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <type_traits>
 
+#include "models/causal_lm.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
 #include "offload/huge_pages.h"
@@ -39,49 +43,73 @@ int stop(const ds::Engine& engine, int64_t step, const std::string& saved) {
   return sig != 0 ? 128 + sig : 1;
 }
 
-int run(int argc, char** argv) {
-  ds::tools::TrainOptions opt;
-  if (!ds::tools::parse_train_options(argc, argv, opt)) return 0;
-  if (!opt.model_dir.empty()) return ds::tools::run_sft(opt);  // fine-tuning a Hugging Face folder
+// The config file, with --pipeline-stages written over its pipeline.stages (the batch triple is
+// then resolved for the data-parallel world the stages leave).
+ds::Config load_config(const ds::tools::TrainOptions& opt) {
+  const int world = ds::comm::launcher_world_size();
+  std::ifstream in(opt.config_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  // Unreadable or malformed: the loader's error names the file and the place.
+  if (opt.pipeline_stages == 0 || !in || !j.is_object()) return ds::load_config_file(opt.config_path, world);
+  j["pipeline"]["stages"] = opt.pipeline_stages;
+  return ds::load_config_text(j.dump(), world, opt.config_path + " with --pipeline-stages");
+}
 
-  // Everything that can be checked from the options, the config and the data file is checked
-  // before anything large is read or built (issue 22): shape, RAM for the model and one
-  // micro-batch, the --save folder.
-  auto model_cfg = ds::tools::resolve_model(opt);
-  const int64_t seq = opt.seq ? opt.seq : model_cfg.n_positions;
-  ds::Config config = ds::load_config_file(opt.config_path, ds::comm::launcher_world_size());
-  ds::tools::check_memory_budget(model_cfg, config, seq);
-  ds::tools::check_save_dir(opt.save_dir);
-  auto data = ds::models::TokenDataset::from_file(opt.data_path);
-  DS_CHECK(data.vocab_size() <= model_cfg.vocab_size, ds::Error,
-           fmt::format("--data {} has tokens up to {} but the model's vocab_size is {}; use --vocab",
-                       opt.data_path, data.vocab_size() - 1, model_cfg.vocab_size));
-  ds::models::BatchSampler sampler(data, seq, opt.seed);  // checks the data holds one sequence
+struct Run {
+  const ds::tools::TrainOptions& opt;
+  ds::models::GPT2Config model_cfg;
+  int64_t seq = 0;
+  const ds::models::TokenDataset& data;
+  ds::models::BatchSampler& sampler;
+};
 
-  // SIGTERM/SIGINT: stop at the next step boundary with a checkpoint (a second one exits at once).
-  ds::install_stop_signal_handlers();
-  torch::manual_seed(opt.seed);
-  ds::offload::enable_huge_pages_for_cpu_tensors();  // before the model: its weights are large tensors too
-  auto model = ds::models::GPT2(model_cfg);
-  auto engine = ds::initialize(model, std::move(config));
+// One optimizer step of `gas` micro-batches: the plain engine's forward/backward/step, or the
+// pipeline's train_batch (the first stage reads the inputs, the last the targets).
+template <class E>
+void train_step(E& engine, ds::models::BatchSampler& sampler, int64_t step, int64_t micro, int64_t gas, int dp,
+                int dp_rank) {
+  // Global sample order: micro-batch m of step `step` on data-parallel rank r, so any world size
+  // sees the same samples per global batch as one process would.
+  auto batch_at = [&](int64_t m) { return sampler.batch(((step * gas + m) * dp + dp_rank) * micro, micro); };
+  if constexpr (std::is_same_v<E, ds::PipelineEngine>) {
+    int64_t m = 0;
+    engine.train_batch([&] {
+      auto b = batch_at(m++);
+      return ds::PipeBatch{b.inputs, b.targets};
+    });
+  } else {
+    for (int64_t m = 0; m < gas; ++m) {
+      auto batch = batch_at(m);
+      engine.backward(engine.forward(batch.inputs, batch.targets));
+      engine.step();
+    }
+  }
+}
 
+template <class E>
+int train(E& engine, Run& r) {
+  ds::tools::TrainOptions opt = r.opt;
   const int64_t micro = engine.train_micro_batch_size_per_gpu();
   const int64_t gas = engine.gradient_accumulation_steps();
   const int rank = engine.rank();
-  // Batches go by data-parallel rank: the ranks of a tensor- or sequence-parallel group share one.
+  // Batches go by data-parallel rank: the ranks of a tensor- or sequence-parallel group and of a
+  // pipeline share one.
   const int dp = engine.topology().data().size(), dp_rank = engine.topology().data().rank();
   if (rank != 0) opt.progress = ds::ProgressMode::Off;  // rank 0 speaks for the job
   if (rank == 0) std::printf("model: %s\ndata: %s\nbatch: %lld sequences x %lld tokens (micro %lld x GAS %lld)\n",
-              model_cfg.describe().c_str(), data.describe().c_str(),
-              static_cast<long long>(engine.train_batch_size()), static_cast<long long>(seq),
+              r.model_cfg.describe().c_str(), r.data.describe().c_str(),
+              static_cast<long long>(engine.train_batch_size()), static_cast<long long>(r.seq),
               static_cast<long long>(micro), static_cast<long long>(gas));
   if (rank == 0) std::printf("%s", engine.memory_report().c_str());
   std::fflush(stdout);
 
   // The model's shape travels in the checkpoint, so ds-zero-to-fp32 can write a Hugging Face config.
+  const auto& mc = r.model_cfg;
   const nlohmann::json client_state = {
-      {"model", {{"type", "gpt2"}, {"vocab_size", model_cfg.vocab_size}, {"n_positions", model_cfg.n_positions},
-                 {"n_embd", model_cfg.n_embd}, {"n_layer", model_cfg.n_layer}, {"n_head", model_cfg.n_head}}},
+      {"model", {{"type", "gpt2"}, {"vocab_size", mc.vocab_size}, {"n_positions", mc.n_positions},
+                 {"n_embd", mc.n_embd}, {"n_layer", mc.n_layer}, {"n_head", mc.n_head}}},
       {"seed", opt.seed}};
   int64_t first_step = 0;
   if (!opt.load_dir.empty()) {
@@ -98,19 +126,12 @@ int run(int argc, char** argv) {
   };
 
   ds::ProgressReporter progress({opt.steps, opt.progress, std::max<int64_t>(1, opt.steps / 20), stdout});
-  const double tokens_per_step = static_cast<double>(engine.train_batch_size() * seq);
+  const double tokens_per_step = static_cast<double>(engine.train_batch_size() * r.seq);
   double first_loss = 0.0, tokens_per_s = 0.0;
   auto t_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step; step < opt.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
-    for (int64_t m = 0; m < gas; ++m) {
-      // Global sample order: micro-batch m of step `step` on rank r, so any world size sees the
-      // same samples per global batch as one process would.
-      auto batch = sampler.batch(((step * gas + m) * dp + dp_rank) * micro, micro);
-      auto loss = engine.forward(batch.inputs, batch.targets);
-      engine.backward(loss);
-      engine.step();
-    }
+    train_step(engine, r.sampler, step, micro, gas, dp, dp_rank);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double rate = tokens_per_step / std::max(dt, 1e-9);
     tokens_per_s = step == 0 ? rate : 0.9 * tokens_per_s + 0.1 * rate;
@@ -131,6 +152,43 @@ int run(int argc, char** argv) {
               engine.last_loss(), tokens_per_step * double(opt.steps - first_step) / total,
               ds::format_bytes(ds::peak_rss_bytes()).c_str());
   return 0;
+}
+
+int run(int argc, char** argv) {
+  ds::tools::TrainOptions opt;
+  if (!ds::tools::parse_train_options(argc, argv, opt)) return 0;
+  if (!opt.model_dir.empty()) return ds::tools::run_sft(opt);  // fine-tuning a Hugging Face folder
+
+  // Everything that can be checked from the options, the config and the data file is checked
+  // before anything large is read or built (issue 22): shape, RAM for the model and one
+  // micro-batch, the --save folder.
+  auto model_cfg = ds::tools::resolve_model(opt);
+  const int64_t seq = opt.seq ? opt.seq : model_cfg.n_positions;
+  ds::Config config = load_config(opt);
+  const bool pipeline = config.parallel_sizes.pipeline_stages > 1;
+  if (pipeline && (!opt.save_dir.empty() || !opt.load_dir.empty()))
+    throw ds::Error("--save/--load with pipeline stages: checkpoints of pipeline stages are not implemented yet "
+                    "(issue 17); train without them or with pipeline.stages 1");
+  ds::tools::check_memory_budget(model_cfg, config, seq);
+  ds::tools::check_save_dir(opt.save_dir);
+  auto data = ds::models::TokenDataset::from_file(opt.data_path);
+  DS_CHECK(data.vocab_size() <= model_cfg.vocab_size, ds::Error,
+           fmt::format("--data {} has tokens up to {} but the model's vocab_size is {}; use --vocab",
+                       opt.data_path, data.vocab_size() - 1, model_cfg.vocab_size));
+  ds::models::BatchSampler sampler(data, seq, opt.seed);  // checks the data holds one sequence
+
+  // SIGTERM/SIGINT: stop at the next step boundary with a checkpoint (a second one exits at once).
+  ds::install_stop_signal_handlers();
+  torch::manual_seed(opt.seed);
+  ds::offload::enable_huge_pages_for_cpu_tensors();  // before the model: its weights are large tensors too
+  auto model = ds::models::GPT2(model_cfg);
+  Run r{opt, model_cfg, seq, data, sampler};
+  if (pipeline) {
+    auto engine = ds::initialize_pipeline(model.ptr(), std::move(config), {"parameters", ds::models::lm_loss});
+    return train(engine, r);
+  }
+  auto engine = ds::initialize(model, std::move(config));
+  return train(engine, r);
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                  "created and checked writable before training");
   app.add_option("--save-interval,--save_interval", o.save_interval, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0, kMaxSteps));
+  app.add_option("--pipeline-stages,--pipeline_stages", o.pipeline_stages,
+                 "cut the model into this many pipeline stages (sets the config's pipeline.stages; 1F1B schedule)")
+      ->check(whole_number(1, 1 << 16));
   app.add_option("--load", o.load_dir, "resume from the checkpoint named by <dir>/latest (any world size)");
   app.add_option("--model-dir", o.model_dir,
                  "fine-tune this Hugging Face folder (config.json, safetensors, tokenizer.json) on --data JSON lines "

@@ -19,9 +19,11 @@
 #include "config/config.h"             // ds::Config
 #include "config/loader.h"             // load_config_file / load_config_text
 #include "nn/layer_list.h"             // ds::nn::LayerList: expose `LayerList& layers()` for ZeRO-3 to walk
+#include "parallel/pipe_module.h"      // ds::parallel::PipelineModule: one pipeline stage of a model
 #include "parallel/topology.h"         // ds::parallel::Topology: the process grid and its per-axis groups
 #include "runtime/engine.h"            // ds::Engine / ModelEngine<M>: forward, backward, step, checkpoints
                                        // (the parts it returns are declared only: include their headers)
+#include "runtime/pipeline_engine.h"   // ds::PipelineEngine / initialize_pipeline: train_batch over the stages
 #include "runtime/param_groups.h"      // ds::ParamGroup and groups by parameter name
 #include "runtime/world.h"             // rank / local rank as the launcher set them
 #include "util/stop_signal.h"          // ds::install_stop_signal_handlers(): SIGTERM/SIGINT stop at a boundary

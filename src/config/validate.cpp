@@ -39,24 +39,9 @@ void warn_about_fp16_scales(ParseContext& ctx, const Config& cfg) {
   }
 }
 
-// The triple is resolved for world / (pipeline.stages x sequence_parallel_size x autotp_size), as
-// DeepSpeed does, but the engine has no pipeline layer yet and would run data parallelism over every
-// rank: a different global batch. Refused until the engine uses it (AutoTP and Ulysses it does).
-void refuse_unimplemented_parallelism(const Config& cfg) {
-  const ParallelSizes& s = cfg.parallel_sizes;
-  if (s.pipeline_stages == 1) return;
-  throw NotSupported(fmt::format("pipeline.stages: {} (pipeline parallelism) is not implemented by deepspeed.cpp's "
-                                 "engine yet: it would run data parallelism over all {} ranks, not over the "
-                                 "data-parallel world of {} that the batch triple was resolved for (world {} / {}); "
-                                 "remove the key or set it to 1",
-                                 s.pipeline_stages, cfg.world_size, cfg.data_parallel_size, cfg.world_size,
-                                 cfg.world_size / cfg.data_parallel_size));
-}
-
 }  // namespace
 
 void validate_config(ParseContext& ctx, Config& cfg) {
-  refuse_unimplemented_parallelism(cfg);
   const ZeroConfig& z = cfg.zero_optimization;
   if (cfg.fp16.enabled && cfg.bf16.enabled) {
     throw ConfigError("bf16.enabled", "true together with fp16.enabled: true; bfloat16 and fp16 modes cannot be "

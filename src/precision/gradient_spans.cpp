@@ -12,6 +12,8 @@ bool any_non_finite(comm::Communicator& comm, const GradientSpans& grads, double
   if (comm.size() > 1) comm.all_reduce(comm::Buffer(&bad, 1), comm::ReduceOp::Max, "overflow_flag");
   if (grads.tp != nullptr && grads.tp->size() > 1)
     grads.tp->all_reduce(comm::Buffer(&bad, 1), comm::ReduceOp::Max, "tp_overflow_flag");
+  if (grads.pipe != nullptr && grads.pipe->size() > 1)
+    grads.pipe->all_reduce(comm::Buffer(&bad, 1), comm::ReduceOp::Max, "pipe_overflow_flag");
   return bad != 0;
 }
 
@@ -23,14 +25,20 @@ std::string first_non_finite_piece(const GradientSpans& grads) {
 
 namespace {
 
-// Tensor parallelism: [replicated, split] sums of squares, the first summed over the data-parallel
-// partitions, the second over those and the tensor-parallel group.
-double tensor_parallel_norm(comm::Communicator& comm, const GradientSpans& grads) {
+bool has_group(const comm::Communicator* c) { return c != nullptr && c->size() > 1; }
+
+// Model parallelism: [replicated, split] sums of squares, the first summed over the data-parallel
+// partitions, the second over those and the tensor-parallel group; their total over the pipeline's
+// stages, each tied copy counted on one stage.
+double model_parallel_norm(comm::Communicator& comm, const GradientSpans& grads) {
   double sq[2] = {0.0, 0.0};
-  for (const auto& p : grads.pieces) sq[p.tp_split ? 1 : 0] += grads.piece(p).to(torch::kFloat64).square().sum().item<double>();
+  for (const auto& p : grads.pieces)
+    if (!p.pipe_copy) sq[p.tp_split ? 1 : 0] += grads.piece(p).to(torch::kFloat64).square().sum().item<double>();
   if (grads.partitioned && comm.size() > 1) comm.all_reduce(comm::Buffer(sq, 2), comm::ReduceOp::Sum, "grad_norm");
-  grads.tp->all_reduce(comm::Buffer(&sq[1], 1), comm::ReduceOp::Sum, "tp_grad_norm");
-  const double norm = std::sqrt(sq[0] + sq[1]);
+  if (has_group(grads.tp)) grads.tp->all_reduce(comm::Buffer(&sq[1], 1), comm::ReduceOp::Sum, "tp_grad_norm");
+  double total = sq[0] + sq[1];
+  if (has_group(grads.pipe)) grads.pipe->all_reduce(comm::Buffer(&total, 1), comm::ReduceOp::Sum, "pipe_grad_norm");
+  const double norm = std::sqrt(total);
   return std::isfinite(norm) ? norm : -1.0;
 }
 
@@ -38,7 +46,7 @@ double tensor_parallel_norm(comm::Communicator& comm, const GradientSpans& grads
 
 double global_norm(comm::Communicator& comm, const GradientSpans& grads) {
   torch::NoGradGuard no_grad;
-  if (grads.tp != nullptr && grads.tp->size() > 1) return tensor_parallel_norm(comm, grads);
+  if (has_group(grads.tp) || has_group(grads.pipe)) return model_parallel_norm(comm, grads);
   if (grads.partitioned) {
     double sq = 0.0;
     for (const auto& g : grads.flat) sq += g.to(torch::kFloat64).square().sum().item<double>();

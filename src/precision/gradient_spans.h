@@ -21,6 +21,7 @@ struct GradientPiece {
   int64_t offset = 0;
   int64_t numel = 0;
   bool tp_split = false;  // a tensor-parallel slice: differs across the tensor-parallel group
+  bool pipe_copy = false; // a tied parameter's copy whose norm another pipeline stage counts
 };
 
 // This rank's flat gradients (one per param group) and the pieces in them.
@@ -32,11 +33,15 @@ struct GradientSpans {
   // The tensor-parallel group (AutoTP), or null: the norm sums the tp_split pieces over it and
   // counts the replicated ones once; the inf/NaN decision is agreed over it too.
   comm::Communicator* tp = nullptr;
+  // The pipeline's stages (PipelineEngine), or null: each stage holds different parameters, so the
+  // norm's squares are summed over it (tied copies counted on their first stage only) and the inf/NaN
+  // decision is agreed over it.
+  comm::Communicator* pipe = nullptr;
 
   torch::Tensor piece(const GradientPiece& p) const { return flat[p.group].narrow(0, p.offset, p.numel); }
 };
 
-// Collective when comm.size() > 1 (and over grads.tp): true on every rank when any rank's gradients
+// Collective when comm.size() > 1 (and over grads.tp and grads.pipe): true on every rank when any rank's gradients
 // or loss hold inf/NaN.
 bool any_non_finite(comm::Communicator& comm, const GradientSpans& grads, double loss);
 
@@ -46,7 +51,8 @@ std::string first_non_finite_piece(const GradientSpans& grads);
 // The L2 norm of every gradient, -1 when inf/NaN. Partitioned: each rank's sum of squares summed
 // across ranks (collective). Replicated: DeepSpeed's stage-0 arithmetic, the norm of the stacked
 // per-tensor norms (reference §19). With grads.tp, DeepSpeed's model-parallel arithmetic: the split
-// pieces' squares summed over the tensor-parallel group plus the replicated ones' once.
+// pieces' squares summed over the tensor-parallel group plus the replicated ones' once; with
+// grads.pipe, that sum over the stages too.
 double global_norm(comm::Communicator& comm, const GradientSpans& grads);
 
 // Unscales by loss_scale and clips to `clip` (<= 0: no clipping) in place, as DeepSpeed does for

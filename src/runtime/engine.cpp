@@ -81,6 +81,15 @@ void Engine::backward(const torch::Tensor& loss) {
   p_->telemetry->backward_finished(boundary, n_.loss_accum, n_.global_samples);
 }
 
+void Engine::backward_from(const torch::Tensor& output, const torch::Tensor& grad) {
+  p_->telemetry->backward_started();
+  p_->states->before_forward();
+  const bool boundary = is_gradient_accumulation_boundary();
+  torch::autograd::backward({output}, {grad});
+  p_->states->after_backward();
+  p_->telemetry->backward_finished(boundary, n_.loss_accum, n_.global_samples);
+}
+
 void Engine::step() {
   p_->telemetry->step_started();
   const bool boundary = is_gradient_accumulation_boundary();
@@ -105,6 +114,7 @@ void Engine::take_model_step() {
   p_->states->reduce_gradients();
   precision::GradientSpans grads = p_->states->gradient_spans();
   if (p_->tensor_parallel) p_->tensor_parallel->annotate(grads);  // the norm counts TP slices across the group
+  annotate_gradients(grads);
   if (precision::skip_step({&p_->data_parallel(), &grads, n_.loss_accum, n_.global_steps + 1}, *p_->scaler, *p_->guard,
                            p_->overflow_summary)) {
     n_.skipped_steps += 1;  // the LR schedule does not advance on a skipped step (DeepSpeed)

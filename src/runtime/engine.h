@@ -33,7 +33,7 @@ struct StepSnapshot;
 namespace checkpoint { struct EngineStates; }
 namespace nn { class ActivationCheckpointing; class LayerList; }
 namespace parallel { class Topology; }
-namespace precision { class LossScaler; }
+namespace precision { class LossScaler; struct GradientSpans; }
 namespace zero { struct DtypePlan; struct ZeroPlan; class FlatParameters; class ModelStates; class FlatOptimizer; }
 namespace comm { class Communicator; }
 
@@ -43,6 +43,9 @@ struct EngineOptions {
   nn::LayerList* layers = nullptr;               // the model's LayerList, when it has one (stage 3 walks it)
   std::shared_ptr<comm::Communicator> comm;      // default: the launcher's world
   std::shared_ptr<parallel::Topology> topology;  // default: one over `comm` from the config's sizes
+  // The module is one pipeline stage (PipelineEngine): pipeline.stages > 1 is allowed, and ZeRO
+  // stages 2-3 are refused as DeepSpeed refuses them with pipelines.
+  bool pipeline_stage = false;
 };
 
 class Engine {
@@ -50,7 +53,7 @@ class Engine {
   Engine(std::shared_ptr<torch::nn::Module> module, Config config, EngineOptions options = {});
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;
-  ~Engine();
+  virtual ~Engine();
 
   // Scales by 1/GAS (and the loss scale in fp16, as DeepSpeed) and runs autograd.
   void backward(const torch::Tensor& loss);
@@ -123,6 +126,16 @@ class Engine {
   // ds::Error naming the argument).
   bool checks_forward_inputs() const noexcept { return check_inputs_; }
   void check_forward_inputs(const std::vector<torch::Tensor>& inputs);
+
+  // A pipeline stage that is not the last: autograd from `output` with `grad`, the gradient the
+  // next stage sent (already scaled by 1/GAS and the loss scale, since it came from the scaled loss).
+  void backward_from(const torch::Tensor& output, const torch::Tensor& grad);
+  // The pipeline's batch loss (sum over micro-batches of loss/GAS), agreed from the last stage, as
+  // this rank's before the boundary step (the guard and the logs read it).
+  void set_accumulated_loss(double loss) { n_.loss_accum = loss; }
+  // Called on the gradients the step is about to check (after TP's annotation): a pipeline stage
+  // marks its tied copies and names its pipe group.
+  virtual void annotate_gradients(precision::GradientSpans& grads) {}
 
  private:
   void take_model_step();

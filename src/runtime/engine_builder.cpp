@@ -62,6 +62,24 @@ void enable_ulysses(torch::nn::Module& module, comm::Communicator& sp) {
   log::info("Ulysses sequence parallelism over {} ranks: each holds 1/{} of every sequence", sp.size(), sp.size());
 }
 
+// Pipeline parallelism runs through PipelineEngine, over one stage of the model; with ZeRO-1 at most
+// across the data-parallel group, as DeepSpeed supports it.
+void check_pipeline_stage(const Config& c, const EngineOptions& o) {
+  const int stages = c.parallel_sizes.pipeline_stages;
+  if (!o.pipeline_stage)
+    throw ConfigError("pipeline.stages",
+                      fmt::format("{} stages need the model cut into stages: build a ds::parallel::PipelineModule from "
+                                  "its LayerList and train it with ds::initialize_pipeline (DeepSpeed: "
+                                  "deepspeed.initialize(model=PipelineModule(...))); or remove the key",
+                                  stages));
+  if (c.zero_optimization.stage >= 2)
+    throw ConfigError("zero_optimization.stage",
+                      fmt::format("ZeRO stage {} with pipeline.stages {}: stages 2 and 3 partition gradients as "
+                                  "backward runs, which the pipeline's interleaved micro-batches and tied gradients "
+                                  "do not allow (DeepSpeed refuses it too); use stage 0 or 1",
+                                  c.zero_optimization.stage, stages));
+}
+
 void build_schedule(EngineParts& p) {
   const Config& c = *p.config;
   if (!c.scheduler) return;
@@ -89,6 +107,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   parallel::check_batch_world(c.world_size, p.topology->world_size());
   check_output_paths(c, p.topology->world());  // monitor folders, profiler file: writable, or fail now
   check_engine_support(c);  // what this build cannot run (the loader refused it already; configs built in code meet it here)
+  if (p.topology->pipe().size() > 1) check_pipeline_stage(c, o);
   p.zero = zero::resolve_zero_plan(c);
   p.device = pick_device();
   if (p.device.is_cpu()) {

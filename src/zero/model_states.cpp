@@ -17,6 +17,11 @@ precision::GradientSpans ModelStates::gradient_spans() const {
   return grads;
 }
 
+torch::Tensor ModelStates::accumulated_grad(const std::string& name) {
+  throw NotSupported("ZeRO stage " + std::to_string(stage()) + " reduces gradients during backward: no accumulated "
+                     "gradient of \"" + name + "\" to sum into (pipeline tied parameters need stage 0 or 1)");
+}
+
 void ModelStates::write_back_range(size_t g, int64_t offset, const torch::Tensor& master) {
   if (write_back_staging_.empty()) write_back_staging_.resize(num_groups());
   const int64_t n = local_layout(g).padded_numel;

@@ -77,6 +77,10 @@ class ModelStates {
   virtual void write_back_range(size_t g, int64_t offset, const torch::Tensor& master);
   virtual void finish_write_back();
   virtual void zero_grads() = 0;
+  // The gradient accumulated so far for a named parameter, as a view: summing into it before
+  // reduce_gradients changes what is reduced (a pipeline's tied copies). Stages 0 and 1 only: the
+  // others reduce during backward, and throw NotSupported.
+  virtual torch::Tensor accumulated_grad(const std::string& name);
 
   virtual int64_t numel() const = 0;  // trainable elements, without padding
   // The flat parameter buffers of stages 0-2 (nullptr at stage 3, where parameters are sharded).

@@ -95,6 +95,11 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
 
 PartitionedStates::~PartitionedStates() = default;
 
+torch::Tensor PartitionedStates::accumulated_grad(const std::string& name) {
+  if (stage_ != 1) return ModelStates::accumulated_grad(name);
+  return precision_->accum_of(name);
+}
+
 void PartitionedStates::after_backward() {
   if (stage_ == 1) {
     precision_->accumulate();

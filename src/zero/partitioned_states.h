@@ -33,6 +33,7 @@ class PartitionedStates final : public ModelStates {
   bool partitioned() const override { return true; }
   void write_back(const std::vector<torch::Tensor>& masters) override;
   void zero_grads() override;
+  torch::Tensor accumulated_grad(const std::string& name) override;
   int64_t numel() const override { return flat_.numel(); }
   bool arm_sub_group_steps(std::function<void(size_t, int64_t, int64_t)> ready) override;
   const FlatParameters* flat() const override { return &flat_; }

@@ -65,6 +65,16 @@ torch::Tensor PrecisionBuffers::fp32_grads(size_t g) const {
   return acc.scalar_type() == torch::kFloat32 ? acc : acc.to(torch::kFloat32);
 }
 
+torch::Tensor PrecisionBuffers::accum_of(const std::string& name) {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (const auto& slot : flat_.groups()[g].slots)
+      if (slot.name == name) {
+        DS_CHECK(groups_[g].accum.defined(), Error, "no accumulated gradient buffer for \"" + name + "\"");
+        return groups_[g].accum.narrow(0, slot.offset, slot.numel);
+      }
+  throw Error("no trainable parameter \"" + name + "\" in the model states");
+}
+
 void PrecisionBuffers::zero_grads() {
   for (auto& g : groups_)
     if (g.accum.defined()) g.accum.zero_();

@@ -34,6 +34,8 @@ class PrecisionBuffers {
   void zero_grads();
   // Group g's accumulated gradients in the accumulation dtype, for in-place reduction across ranks.
   torch::Tensor& accum(size_t g) { return groups_[g].accum; }
+  // The named parameter's piece of them (a view); ds::Error when no slot has that name.
+  torch::Tensor accum_of(const std::string& name);
   // Group g's storage was overwritten (e.g. broadcast from rank 0): refresh the compute copy.
   void refresh_compute(size_t g);
 

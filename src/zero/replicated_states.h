@@ -23,6 +23,7 @@ class ReplicatedStates final : public ModelStates {
   bool partitioned() const override { return false; }
   void write_back(const std::vector<torch::Tensor>& masters) override;
   void zero_grads() override { precision_->zero_grads(); }
+  torch::Tensor accumulated_grad(const std::string& name) override { return precision_->accum_of(name); }
   int64_t numel() const override { return flat_.numel(); }
   const FlatParameters* flat() const override { return &flat_; }
 

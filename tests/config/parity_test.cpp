@@ -159,16 +159,13 @@ TEST(Parity, BatchErrorsUnderSequenceParallelismShowTheDataParallelWorld) {
             "GAS 1) = 0 micro-batch per rank; data-parallel world 4 = world 8 / (sequence_parallel_size 2))");
 }
 
-TEST(Parity, PipelineStagesAboveOneAreRefusedUntilTheEngineUsesThem) {
-  try {
-    test::load(R"({"train_batch_size": 8, "pipeline": {"stages": 2}})", 8);
-    FAIL() << "expected NotSupported";
-  } catch (const NotSupported& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "pipeline.stages: 2 (pipeline parallelism) is not implemented by deepspeed.cpp's engine yet: it would "
-              "run data parallelism over all 8 ranks, not over the data-parallel world of 4 that the batch triple "
-              "was resolved for (world 8 / 2); remove the key or set it to 1");
-  }
+TEST(Parity, PipelineStagesDivideTheWorldBeforeTheBatchTriple) {
+  // As DeepSpeed: the triple is resolved for world / pipeline.stages (the engine then needs a
+  // PipelineModule: runtime/pipeline_engine.h).
+  const Config pp = test::load(R"({"train_batch_size": 8, "pipeline": {"stages": 2}})", 8);
+  EXPECT_EQ(pp.data_parallel_size, 4);
+  EXPECT_EQ(pp.train_micro_batch_size_per_gpu, 2);
+  EXPECT_EQ(pp.parallel_sizes.pipeline_stages, 2);
   // Ulysses is: sequence_parallel_size divides the world before the batch triple.
   const Config sp = test::load(R"({"train_batch_size": 8, "sequence_parallel_size": 2})", 8);
   EXPECT_EQ(sp.data_parallel_size, 4);

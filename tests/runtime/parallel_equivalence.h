@@ -34,13 +34,14 @@ inline bool world_is(std::initializer_list<int> worlds) {
   return std::find(worlds.begin(), worlds.end(), w) != worlds.end();
 }
 
-// "tiny": GPT-2 tiny (64 wide, 2 layers, 4 heads); "deep": 4 layers, 8 heads.
+// "tiny": GPT-2 tiny (64 wide, 2 layers, 4 heads); "deep": 4 layers, 8 heads; "deep8": 8 layers, 4 heads.
 inline models::GPT2Config gpt2_shape(const std::string& which) {
   models::GPT2Config c = models::GPT2Config::preset("tiny");
   if (which == "deep") {
     c.n_layer = 4;
     c.n_head = 8;
   }
+  if (which == "deep8") c.n_layer = 8;
   return c;
 }
 

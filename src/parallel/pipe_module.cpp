@@ -1,0 +1,182 @@
+#include "parallel/pipe_module.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "nn/tensor_buffer.h"
+#include "parallel/pipe_partition.h"
+#include "util/error.h"
+
+namespace ds::parallel {
+namespace {
+
+std::string format_count(int64_t n) {
+  if (n >= 1'000'000) return fmt::format("{:.1f}M", double(n) / 1e6);
+  if (n >= 1'000) return fmt::format("{:.1f}k", double(n) / 1e3);
+  return std::to_string(n);
+}
+
+// "transformer.h.3.ln_1.weight" -> "transformer.h.3.ln_1": the module that registers the parameter.
+std::string owner_of(const std::string& param) {
+  const size_t dot = param.rfind('.');
+  return dot == std::string::npos ? std::string() : param.substr(0, dot);
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  while (true) {
+    const size_t dot = path.find('.', begin);
+    parts.push_back(path.substr(begin, dot - begin));
+    if (dot == std::string::npos) return parts;
+    begin = dot + 1;
+  }
+}
+
+}  // namespace
+
+PipelineModule::PipelineModule(std::shared_ptr<torch::nn::Module> model, const nn::LayerList& layers,
+                               std::shared_ptr<Topology> topology, PipelineModuleOptions options)
+    : model_(std::move(model)), layers_(&layers), topology_(std::move(topology)), options_(std::move(options)) {
+  DS_CHECK(model_ && topology_, Error, "PipelineModule: model and topology are required");
+  stage_ = topology_->coords()[0];
+  const int stages = topology_->shape().pipe;
+  if (int(layers.size()) < stages)
+    throw ConfigError("pipeline.stages", fmt::format("{} stages for a model of {} layers: every stage needs at least "
+                                                     "one layer", stages, layers.size()));
+  const auto params = model_->named_parameters(/*recurse=*/true);
+  std::vector<PartitionItem> items;
+  for (const auto& layer : layers) {
+    int64_t n = 0;
+    for (const auto& name : layer.param_names)
+      if (const auto* p = params.find(name); p != nullptr && p->requires_grad()) n += p->numel();
+    layer_params_.push_back(n);
+    items.push_back({layer.name, n});
+  }
+  parts_ = partition_layers(options_.partition_method, items, stages);
+  for (int s = 0; s < stages; ++s)
+    if (parts_[size_t(s)] == parts_[size_t(s) + 1])
+      throw ConfigError("pipeline.partition", fmt::format("\"{}\" leaves stage {} of {} without layers ({})",
+                                                          options_.partition_method, s, stages, describe_partition()));
+  std::unordered_set<std::string> seen;
+  for (int i = parts_[size_t(stage_)]; i < parts_[size_t(stage_) + 1]; ++i)
+    for (const auto& name : layers[size_t(i)].param_names)
+      if (seen.insert(name).second) names_.push_back(name);
+  register_stage_modules();
+  find_tied_parameters();
+  release_other_stages();
+}
+
+void PipelineModule::register_stage_modules() {
+  std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (const auto& item : model_->named_modules(/*name_prefix=*/"", /*include_self=*/false)) modules[item.key()] = item.value();
+  std::set<std::pair<size_t, std::string>> owners;  // shallowest first: a module before its children
+  for (const auto& name : names_) {
+    const std::string owner = owner_of(name);
+    DS_CHECK(!owner.empty(), NotSupported,
+             fmt::format("PipelineModule: parameter \"{}\" is registered on the model itself; pipeline stages take "
+                         "whole submodules, so register it in one", name));
+    owners.insert({split_path(owner).size(), owner});
+  }
+  std::unordered_set<const torch::nn::Module*> real;  // modules of the model registered here
+  for (const auto& [depth, path] : owners) {
+    const auto found = modules.find(path);
+    DS_CHECK(found != modules.end(), Error, "PipelineModule: no module \"" + path + "\" in the model");
+    torch::nn::Module* at = this;
+    const auto parts = split_path(path);
+    bool covered = false;
+    for (size_t i = 0; i + 1 < parts.size() && !covered; ++i) {
+      auto children = at->named_children();
+      if (const auto* child = children.find(parts[i])) {
+        covered = real.count(child->get()) > 0;  // an ancestor was taken whole
+        at = child->get();
+      } else {
+        at = at->register_module(parts[i], std::make_shared<torch::nn::Module>()).get();
+      }
+    }
+    if (covered || at->named_children().find(parts.back()) != nullptr) continue;
+    real.insert(at->register_module(parts.back(), found->second).get());
+  }
+  // Every trainable parameter the stage now holds must be one its layers use: another would be
+  // stepped with no gradient on this stage and a real one on another.
+  const std::unordered_set<std::string> mine(names_.begin(), names_.end());
+  for (const auto& item : named_parameters(/*recurse=*/true))
+    DS_CHECK(!item.value().requires_grad() || mine.count(item.key()), Error,
+             fmt::format("PipelineModule: stage {} holds parameter \"{}\" through a module its layers use, but no layer "
+                         "of the stage lists it (LayerList param_names must name every parameter a layer reads)",
+                         stage_, item.key()));
+}
+
+void PipelineModule::find_tied_parameters() {
+  // Which stages use each parameter, in the model's first-use order (the same on every rank).
+  std::map<std::string, std::set<int>> users;
+  std::vector<std::string> order;
+  for (int s = 0; s < num_stages(); ++s)
+    for (int i = parts_[size_t(s)]; i < parts_[size_t(s) + 1]; ++i)
+      for (const auto& name : (*layers_)[size_t(i)].param_names) {
+        if (!users.count(name)) order.push_back(name);
+        users[name].insert(s);
+      }
+  comm::Communicator& world = topology_->world();
+  const int per_stage = topology_->world_size() / num_stages();
+  const int other = topology_->rank() % per_stage;
+  std::map<std::set<int>, std::shared_ptr<comm::Communicator>> groups;  // one split per set of stages
+  const auto params = model_->named_parameters(/*recurse=*/true);
+  for (const auto& name : order) {
+    const std::set<int>& stages = users[name];
+    if (stages.size() < 2) continue;
+    const bool here = stages.count(stage_) > 0;
+    if (!groups.count(stages)) {
+      std::unique_ptr<comm::Communicator> g =
+          world.split(here ? other : comm::Communicator::kNoGroup, stage_, "pipe_tied_group");
+      groups[stages] = std::shared_ptr<comm::Communicator>(std::move(g));
+    }
+    TiedParameter t{name, std::vector<int>(stages.begin(), stages.end()), groups[stages], here && *stages.begin() == stage_};
+    if (here) {  // the copies start equal: the first stage's (DeepSpeed's _synchronize_tied_weights)
+      torch::NoGradGuard no_grad;
+      torch::Tensor p = params[name];
+      DS_CHECK(p.is_contiguous(), NotSupported, "PipelineModule: tied parameter \"" + name + "\" is not contiguous");
+      t.group->broadcast(nn::as_buffer(p), 0, "pipe_tied_broadcast");
+    }
+    tied_.push_back(std::move(t));
+  }
+}
+
+void PipelineModule::release_other_stages() {
+  // The other stages' parameters are never read here: keep their names, drop their storage.
+  const std::unordered_set<std::string> mine(names_.begin(), names_.end());
+  torch::NoGradGuard no_grad;
+  for (auto& item : model_->named_parameters(/*recurse=*/true))
+    if (!mine.count(item.key())) item.value().set_data(torch::empty({0}, item.value().options()));
+}
+
+torch::Tensor PipelineModule::forward(const torch::Tensor& x) {
+  return layers_->run_range(size_t(parts_[size_t(stage_)]), size_t(parts_[size_t(stage_) + 1]), x);
+}
+
+torch::Tensor PipelineModule::loss(const torch::Tensor& outputs, const torch::Tensor& labels) const {
+  DS_CHECK(options_.loss_fn != nullptr, Error,
+           "PipelineModule: the last stage needs a loss_fn to train (PipelineModuleOptions::loss_fn, DeepSpeed's "
+           "PipelineModule(loss_fn=...))");
+  return options_.loss_fn(outputs, labels);
+}
+
+std::string PipelineModule::describe_partition() const {
+  std::string out;
+  for (int s = 0; s < num_stages(); ++s) {
+    const int b = parts_[size_t(s)], e = parts_[size_t(s) + 1];
+    int64_t n = 0;
+    for (int i = b; i < e; ++i) n += layer_params_[size_t(i)];
+    out += fmt::format("{}stage {}: layers {}-{} ({} .. {}), {} parameters", s ? "; " : "", s, b, e - 1,
+                       b < e ? (*layers_)[size_t(b)].name : "", b < e ? (*layers_)[size_t(e) - 1].name : "",
+                       format_count(n));
+  }
+  return out;
+}
+
+}  // namespace ds::parallel

@@ -1,0 +1,89 @@
+// PipelineModule: one pipeline stage of a model, cut from the model's LayerList (DeepSpeed's
+// PipelineModule over a layer list). The layers are partitioned over `pipe` stages with DeepSpeed's
+// arithmetic (pipe_partition.h); this rank keeps the layers of its stage and registers their
+// modules under the model's own names ("transformer.h.3.attn.c_attn.weight"), so its checkpoints,
+// exports and ZeRO partitions speak the whole model's names; the other layers' parameters are
+// released. A parameter used by layers on several stages (GPT-2's wte: the embedding on the first
+// stage, the output projection on the last) is a tied parameter: every stage that uses it holds a
+// copy, made equal at construction and kept equal by summing its gradient over those stages before
+// each step (DeepSpeed's TiedLayerSpec and ReduceTiedGrads).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "nn/layer_list.h"
+#include "parallel/topology.h"
+
+namespace ds::parallel {
+
+// (outputs of the last stage, labels) -> scalar loss: DeepSpeed's PipelineModule(loss_fn=...).
+using PipeLossFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+
+struct PipelineModuleOptions {
+  // "parameters" (DeepSpeed's default), "uniform", or "type:<regex>" over the layer names.
+  std::string partition_method = "parameters";
+  PipeLossFn loss_fn;  // needed on the last stage to train
+};
+
+// A parameter several stages hold copies of.
+struct TiedParameter {
+  std::string name;
+  std::vector<int> stages;                     // ascending; the first owns it in the gradient norm
+  std::shared_ptr<comm::Communicator> group;   // this rank's copies' group (null when not held here)
+  bool counts_in_norm = false;                 // this rank is the group's first stage
+};
+
+class PipelineModule : public torch::nn::Module {
+ public:
+  // Collective over topology->world(): every rank constructs it at the same point, from the same
+  // model (one split per group of stages that share a parameter, one broadcast per tied parameter).
+  // `layers` belongs to `model`. Throws ConfigError naming `pipeline.stages` when there are fewer
+  // layers than stages, `pipeline.partition` for a bad method.
+  PipelineModule(std::shared_ptr<torch::nn::Module> model, const nn::LayerList& layers,
+                 std::shared_ptr<Topology> topology, PipelineModuleOptions options = {});
+
+  int num_stages() const noexcept { return int(parts_.size()) - 1; }
+  int stage_id() const noexcept { return stage_; }
+  bool is_first_stage() const noexcept { return stage_ == 0; }
+  bool is_last_stage() const noexcept { return stage_ == num_stages() - 1; }
+  // DeepSpeed's `parts`: stage s runs layers [parts[s], parts[s + 1]).
+  const std::vector<int>& parts() const noexcept { return parts_; }
+  const Topology& topology() const noexcept { return *topology_; }
+  std::shared_ptr<Topology> shared_topology() const noexcept { return topology_; }
+
+  // This stage's layers, in order: the first stage takes the model's input, the others the
+  // previous stage's output.
+  torch::Tensor forward(const torch::Tensor& x);
+  // loss_fn(outputs, labels); ds::Error when no loss_fn was given.
+  torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) const;
+  bool has_loss_fn() const noexcept { return static_cast<bool>(options_.loss_fn); }
+
+  const std::vector<TiedParameter>& tied() const noexcept { return tied_; }
+  // Names of this stage's parameters (every layer's, each once), in first-use order.
+  const std::vector<std::string>& stage_parameter_names() const noexcept { return names_; }
+  // "stage 0: layers 0-2 (embed .. h.1), 12.3k parameters" for each stage.
+  std::string describe_partition() const;
+
+ private:
+  void register_stage_modules();
+  void find_tied_parameters();
+  void release_other_stages();
+
+  std::shared_ptr<torch::nn::Module> model_;
+  const nn::LayerList* layers_;
+  std::shared_ptr<Topology> topology_;
+  PipelineModuleOptions options_;
+  int stage_ = 0;
+  std::vector<int> parts_;
+  std::vector<int64_t> layer_params_;  // per layer of the whole model
+  std::vector<std::string> names_;
+  std::vector<TiedParameter> tied_;
+};
+
+}  // namespace ds::parallel
