@@ -2,8 +2,9 @@
 // batch: GPT-2 of 8 layers (embed, h.0-h.7, head; wte tied between the first and the last stage),
 // fp32, AdamW with clipping active on every step, 20 steps of GAS micro-batches on DeepSpeed's 1F1B
 // schedule. Under mpirun -np 2: PP=2 with ZeRO 0 and 1, and plain SGD; -np 4: PP=4, PP=2 x DP=2
-// (ZeRO-1) and PP=2 x TP=2. Each step's loss and every parameter a stage holds (the tied copies on
-// both ends) are within 1e-5 of the reference. At world 1: one stage, and the refusals.
+// (ZeRO-1) and PP=2 x TP=2; -np 8: PP=2 x TP=2 x DP=2. Each step's loss and every parameter a stage
+// holds (the tied copies on both ends) are within 1e-5 of the reference, and so is eval_batch's loss
+// afterwards. At world 1: one stage, and the refusals.
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
 
@@ -61,6 +62,26 @@ void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::O
     EXPECT_LE((p.value().detach() - want).abs().max().item<double>(), 1e-5) << what << ": " << p.key();
   }
   EXPECT_GT(held, 0u) << what;
+
+  // eval_batch: the trained pipe's mean loss on step 0's micro-batches is the reference model's.
+  auto check = partest::make_model("deep8");
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : check->named_parameters()) p.value().copy_(ref.params.at(p.key()));
+  }
+  double want_eval = 0;
+  for (int r = 0; r < dp; ++r)
+    for (int m = 0; m < partest::kGas; ++m) {
+      auto b = partest::batch_for(sampler, 0, m, r, dp);
+      want_eval += check->forward(b.inputs, b.targets).item<double>() / double(dp * partest::kGas);
+    }
+  int micro = 0;
+  const double eval = engine.eval_batch([&] {
+    auto b = partest::batch_for(sampler, 0, micro++, d, dp);
+    return PipeBatch{b.inputs, b.targets};
+  });
+  EXPECT_LE(std::abs(eval - want_eval), 1e-5 * std::abs(want_eval)) << what << ": eval_batch";
+  EXPECT_EQ(engine.global_steps(), partest::kSteps) << "eval_batch takes no step";
   if (engine.is_first_stage() || engine.is_last_stage())
     EXPECT_TRUE(engine.pipeline_module().named_parameters().contains("transformer.wte.weight")) << what;
 }
@@ -82,6 +103,11 @@ TEST(Pipeline, FourStagesAndThreeDMatchTheReference) {
   pipe_expect_matches_reference(4, 1);
   pipe_expect_matches_reference(2, 1);      // PP 2 x DP 2, ZeRO-1 across the data group
   pipe_expect_matches_reference(2, 1, 2);   // PP 2 x TP 2
+}
+
+TEST(Pipeline, ThreeDOnEightRanks) {
+  if (!partest::world_is({8})) GTEST_SKIP() << "world 8 only (ctest distributed_tests_pipeline_np8)";
+  pipe_expect_matches_reference(2, 1, 2);  // PP 2 x TP 2 x DP 2, ZeRO-1 across the data group
 }
 
 TEST(Pipeline, PartitionAndTies) {
