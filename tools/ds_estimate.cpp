@@ -9,21 +9,28 @@
 //   ds-estimate --params 7e9 --layers 32 --world 16 --stage 3 --bf16 --offload-optimizer
 //   ds-estimate --model medium --tp 2 --world 4,8      # AutoTP: per rank, ZeRO over world / tp
 //   ds-estimate --model medium --sp 2 --world 4,8      # Ulysses: ZeRO over world (data x sequence)
+//   ds-estimate --model medium --pp 4 --world 8        # pipeline: the heaviest stage's states
 // With tensor parallelism (--tp, or the config's tensor_parallel.autotp_size) each rank holds its
 // slices of the cut layers (GPT2Config::parameter_sizes(tp)) and ZeRO partitions over world / tp.
 // Ulysses (--sp, or the config's sequence_parallel_size) leaves the states whole and ZeRO partitions
 // over data x sequence, as DeepSpeed's sequence-data-parallel group: the same bytes as without it;
-// what it divides is activations, which this tool does not count.
+// what it divides is activations, which this tool does not count. With pipeline stages (--pp, or the
+// config's pipeline.stages) the layers (GPT-2: embed, the blocks, head with its tied copy of wte) are
+// partitioned by parameter count as PipelineModule does, and the heaviest stage is reported, with
+// ZeRO over world / (pp x tp).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cli_checks.h"
 #include "config/loader.h"
 #include "config/zero_plan.h"
 #include "models/gpt2_config.h"
+#include "parallel/pipe_partition.h"
 #include "runtime/dtype_policy.h"
 #include "util/error.h"
 #include "util/system_info.h"
@@ -42,6 +49,45 @@ std::vector<int64_t> synthetic_sizes(double params, int64_t layers) {
   return sizes;
 }
 
+// The layers a pipeline partitions, as tensor sizes: GPT-2's embed (wte, wpe), blocks and head
+// (ln_f and the tied wte again), or the synthetic model's items one per layer.
+std::vector<std::vector<int64_t>> layer_sizes(const std::vector<int64_t>& sizes, bool gpt2, int64_t n_layer) {
+  std::vector<std::vector<int64_t>> layers;
+  if (!gpt2) {
+    for (int64_t s : sizes) layers.push_back({s});
+    return layers;
+  }
+  const size_t per_block = (sizes.size() - 4) / size_t(n_layer);
+  layers.push_back({sizes[0], sizes[1]});
+  for (int64_t l = 0; l < n_layer; ++l)
+    layers.emplace_back(sizes.begin() + 2 + l * per_block, sizes.begin() + 2 + (l + 1) * per_block);
+  layers.push_back({sizes[sizes.size() - 2], sizes.back(), sizes[0]});
+  return layers;
+}
+
+// The heaviest stage of `stages` over those layers: its tensor sizes and "stage k of N, layers a-b".
+std::pair<std::vector<int64_t>, std::string> heaviest_stage(const std::vector<std::vector<int64_t>>& layers, int stages) {
+  std::vector<ds::parallel::PartitionItem> items;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    int64_t n = 0;
+    for (int64_t s : layers[i]) n += s;
+    items.push_back({std::to_string(i), n});
+  }
+  const auto parts = ds::parallel::partition_layers("parameters", items, stages);
+  int best = 0;
+  int64_t best_n = -1;
+  for (int k = 0; k < stages; ++k) {
+    int64_t n = 0;
+    for (int i = parts[size_t(k)]; i < parts[size_t(k) + 1]; ++i) n += items[size_t(i)].num_params;
+    if (n > best_n) best = k, best_n = n;
+  }
+  std::vector<int64_t> sizes;
+  for (int i = parts[size_t(best)]; i < parts[size_t(best) + 1]; ++i)
+    sizes.insert(sizes.end(), layers[size_t(i)].begin(), layers[size_t(i)].end());
+  return {sizes, "pipeline stage " + std::to_string(best) + " of " + std::to_string(stages) + ", layers " +
+                     std::to_string(parts[size_t(best)]) + "-" + std::to_string(parts[size_t(best) + 1] - 1)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +100,7 @@ int main(int argc, char** argv) {
   bool bf16 = false, fp16 = false, offload = false;
   int tp = 0;  // 0: the config's autotp_size (1 without a config)
   int sp = 0;  // 0: the config's sequence_parallel_size (1 without a config)
+  int pp = 0;  // 0: the config's pipeline.stages (1 without a config)
   CLI::App app{"ds-estimate: per-rank memory of model states for each ZeRO stage and world size"};
   app.add_option("--config", config_path, "a DeepSpeed JSON config (its stage, dtypes, buckets, offload)");
   app.add_option("--model", model, "GPT-2 preset: tiny, small, medium, large, xl")->capture_default_str();
@@ -69,6 +116,8 @@ int main(int argc, char** argv) {
       ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_option("--sp", sp, "Ulysses sequence_parallel_size (default: the config's, else 1)")
       ->check(ds::tools::whole_number(1, 1 << 20));
+  app.add_option("--pp", pp, "pipeline stages (default: the config's pipeline.stages, else 1): the heaviest stage")
+      ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_flag("--bf16", bf16, "bf16 parameters (without --config)");
   app.add_flag("--fp16", fp16, "fp16 parameters (without --config)");
   app.add_flag("--offload-optimizer", offload, "offload_optimizer device cpu (without --config)");
@@ -79,6 +128,8 @@ int main(int argc, char** argv) {
       throw ds::ConfigError("tensor_parallel.autotp_size", "--tp with --config: set the size in the config instead");
     if (sp > 0 && !config_path.empty())
       throw ds::ConfigError("sequence_parallel_size", "--sp with --config: set the size in the config instead");
+    if (pp > 0 && !config_path.empty())
+      throw ds::ConfigError("pipeline.stages", "--pp with --config: set the stages in the config instead");
     // One rank's parameter sizes at tensor-parallel size t (the config's may differ per world: none).
     auto sizes_at = [&](int t) {
       if (t > 1 && params > 0)
@@ -87,6 +138,7 @@ int main(int argc, char** argv) {
     };
     if (tp == 0) tp = 1;
     if (sp == 0) sp = 1;
+    if (pp == 0) pp = 1;
     if (params == 0) {  // Ulysses gives each rank whole heads of what TP left it
       const int64_t heads = ds::models::GPT2Config::preset(model).n_head;
       if (heads % tp == 0 && (heads / tp) % sp != 0)
@@ -109,9 +161,9 @@ int main(int argc, char** argv) {
     std::printf("%6s %6s %14s %14s %14s %14s   %s\n", "stage", "world", "device", "cpu", "nvme", "total", "device by kind");
     for (int stage : stages)
       for (int world : worlds) {
-        if (world % (tp * sp) != 0) {
-          std::printf("%6d %6d   (skipped: not divisible by the tensor x sequence-parallel size %d)\n", stage, world,
-                      tp * sp);
+        if (world % (tp * sp * pp) != 0) {
+          std::printf("%6d %6d   (skipped: not divisible by the pipeline x tensor x sequence-parallel size %d)\n",
+                      stage, world, tp * sp * pp);
           continue;
         }
         ds::Config cfg;
@@ -123,10 +175,23 @@ int main(int argc, char** argv) {
           if (offload && stage > 0) text += ", \"offload_optimizer\": {\"device\": \"cpu\"}";
           text += "}, \"tensor_parallel\": {\"autotp_size\": " + std::to_string(tp) + "}";
           text += ", \"sequence_parallel_size\": " + std::to_string(sp);
+          text += ", \"pipeline\": {\"stages\": " + std::to_string(pp) + "}";
           cfg = ds::load_config_text(text + "}", world, "<ds-estimate>");
+        }
+        const int stages = cfg.parallel_sizes.pipeline_stages;
+        if (stages > 1 && stage >= 2) {
+          std::printf("%6d %6d   (skipped: ZeRO stages 2-3 are refused with pipeline stages, as in DeepSpeed)\n", stage,
+                      world);
+          continue;
         }
         ds::zero::EstimateInput in;
         in.param_numels = sizes_at(cfg.parallel_sizes.autotp_size);
+        std::string where;
+        if (stages > 1) {
+          const int64_t n_layer = params > 0 ? layers : ds::models::GPT2Config::preset(model).n_layer;
+          std::tie(in.param_numels, where) = heaviest_stage(layer_sizes(in.param_numels, params == 0, n_layer), stages);
+          where = "   [" + where + "]";
+        }
         // ZeRO partitions over data x sequence: world / (tp x pp).
         in.world = cfg.data_parallel_size * cfg.parallel_sizes.sequence_parallel_size;
         in.plan = ds::resolve_dtype_plan(cfg, torch::kCPU);
@@ -134,12 +199,12 @@ int main(int argc, char** argv) {
         const auto m = ds::zero::estimate_model_states(in);
         using ds::MemKind;
         using ds::Tier;
-        std::printf("%6d %6d %14s %14s %14s %14s   params %s, grads %s, master+state %s, buffers %s\n", stage, world,
+        std::printf("%6d %6d %14s %14s %14s %14s   params %s, grads %s, master+state %s, buffers %s%s\n", stage, world,
                     ds::format_bytes(m.tier_total(Tier::Device)).c_str(), ds::format_bytes(m.tier_total(Tier::Cpu)).c_str(),
                     ds::format_bytes(m.tier_total(Tier::Nvme)).c_str(), ds::format_bytes(m.total()).c_str(), ds::format_bytes(m.bytes(Tier::Device, MemKind::Params)).c_str(),
                     ds::format_bytes(m.bytes(Tier::Device, MemKind::Grads)).c_str(),
                     ds::format_bytes(m.bytes(Tier::Device, MemKind::Master) + m.bytes(Tier::Device, MemKind::OptimizerState)).c_str(),
-                    ds::format_bytes(m.bytes(Tier::Device, MemKind::Buffers)).c_str());
+                    ds::format_bytes(m.bytes(Tier::Device, MemKind::Buffers)).c_str(), where.c_str());
       }
     std::printf("dtypes as the engine would choose on this machine's CPU; module buffers and activations not included\n");
   } catch (const ds::Error& e) {

@@ -166,9 +166,6 @@ int run(int argc, char** argv) {
   const int64_t seq = opt.seq ? opt.seq : model_cfg.n_positions;
   ds::Config config = load_config(opt);
   const bool pipeline = config.parallel_sizes.pipeline_stages > 1;
-  if (pipeline && (!opt.save_dir.empty() || !opt.load_dir.empty()))
-    throw ds::Error("--save/--load with pipeline stages: checkpoints of pipeline stages are not implemented yet "
-                    "(issue 17); train without them or with pipeline.stages 1");
   ds::tools::check_memory_budget(model_cfg, config, seq);
   ds::tools::check_save_dir(opt.save_dir);
   auto data = ds::models::TokenDataset::from_file(opt.data_path);

@@ -39,6 +39,22 @@ std::vector<ParamInfo> trainable_params(const EngineStates& p) {
   return out;
 }
 
+// Pipeline stages: every rank's trainable parameters, the first occurrence of each name in rank
+// order (stage 0's ranks come first, so this is the model's order). Collective over p.comm.
+std::vector<ParamInfo> all_trainable_params(const EngineStates& p) {
+  std::vector<ParamInfo> mine = trainable_params(p);
+  if (!p.pipeline) return mine;
+  json list = json::array();
+  for (const auto& info : mine) list.push_back({info.name, info.shape, info.dtype});
+  std::vector<ParamInfo> out;
+  std::unordered_set<std::string> seen;
+  for (const auto& text : comm::all_gather_text(p.comm, list.dump(), "checkpoint_params"))
+    for (const auto& e : json::parse(text))
+      if (seen.insert(e[0].get<std::string>()).second)
+        out.push_back({e[0].get<std::string>(), e[1].get<std::vector<int64_t>>(), e[2].get<std::string>()});
+  return out;
+}
+
 // This rank's (sliced) parameter shapes by name, for mapping its pieces onto whole tensors.
 std::map<std::string, std::vector<int64_t>> local_shapes(torch::nn::Module& module) {
   std::map<std::string, std::vector<int64_t>> out;
@@ -71,8 +87,23 @@ zero::FlatGroup whole_tensor_layout(const EngineStates& p, const zero::FlatGroup
   return out;
 }
 
-// What tensor-parallel checkpoints cannot hold yet: refused before anything is written or read.
+// What tensor- and pipeline-parallel checkpoints cannot hold yet: refused before anything is
+// written or read.
 void check_tensor_parallel_support(const EngineStates& p) {
+  if (p.pipeline) {
+    DS_CHECK(!(p.optimizer && p.optimizer->swapped()), NotSupported,
+             "pipeline.stages: checkpoints with the optimizer state on NVMe (offload_optimizer.device \"nvme\") of "
+             "pipeline stages are not supported yet; nothing was written or read");
+    // One model file, written by rank 0 (stage 0): frozen parameters and buffers of later stages
+    // would be missing from it.
+    for (const auto& item : p.module.named_parameters())
+      DS_CHECK(item.value().requires_grad(), NotSupported,
+               fmt::format("pipeline.stages: {} is a frozen parameter of a pipeline stage; checkpoints of pipeline "
+                           "stages hold trainable parameters only so far (save_16bit_model, or train it)",
+                           item.key()));
+    DS_CHECK(p.module.named_buffers().is_empty(), NotSupported,
+             "pipeline.stages: checkpoints of pipeline stages whose modules hold buffers are not supported yet");
+  }
   if (!p.tensor_parallel) return;
   DS_CHECK(!(p.optimizer && p.optimizer->swapped()), NotSupported,
            "tensor_parallel.autotp_size: checkpoints with the optimizer state on NVMe (offload_optimizer.device "
@@ -159,14 +190,22 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
   } else {
     LocalStates local;
     if (p.optimizer) local.state_names = p.optimizer->state_names();
-    std::vector<zero::FlatGroup> whole;  // under tensor parallelism: the layouts in whole-tensor runs
-    if (p.tensor_parallel) {
+    // Under tensor parallelism the layouts in whole-tensor runs; in a pipeline without the tied
+    // copies another stage writes.
+    const bool adjusted = p.tensor_parallel || !p.pipeline_copies.empty();
+    std::vector<zero::FlatGroup> whole;
+    if (adjusted) {
       const auto shapes = local_shapes(p.module);
-      for (size_t g = 0; g < p.states.num_groups(); ++g)
-        whole.push_back(whole_tensor_layout(p, p.states.local_layout(g), shapes));
+      const std::unordered_set<std::string> copies(p.pipeline_copies.begin(), p.pipeline_copies.end());
+      for (size_t g = 0; g < p.states.num_groups(); ++g) {
+        zero::FlatGroup l = p.tensor_parallel ? whole_tensor_layout(p, p.states.local_layout(g), shapes)
+                                              : p.states.local_layout(g);
+        std::erase_if(l.slots, [&](const zero::ParamSlot& slot) { return copies.count(slot.name) > 0; });
+        whole.push_back(std::move(l));
+      }
     }
     for (size_t g = 0; g < p.states.num_groups(); ++g) {
-      local.layouts.push_back(p.tensor_parallel ? &whole[g] : &p.states.local_layout(g));
+      local.layouts.push_back(adjusted ? &whole[g] : &p.states.local_layout(g));
       local.masters.push_back(p.optimizer ? p.optimizer->master(g) : p.states.local_params(g).to(torch::kFloat32));
       local.states.push_back(p.optimizer ? &p.optimizer->state(g) : nullptr);
     }
@@ -185,7 +224,7 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
 
 // Rank 0: the manifest (with every rank's checksums), then the atomic commit and `latest`.
 void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::string>& rank_files,
-            const std::vector<std::string>& all_checksums) {
+            const std::vector<std::string>& all_checksums, const std::vector<ParamInfo>& params) {
   const std::string partial = partial_dir(r.dir, r.tag);
   Manifest m;
   m.tag = r.tag;
@@ -197,7 +236,7 @@ void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::
   if (p.optimizer)
     for (const auto& name : p.optimizer->state_names()) m.states.push_back(name);
   for (const auto& [name, t] : module_tensors(p.module)) m.module_tensors.push_back(name);
-  m.params = collect_pieces(partial, rank_files, trainable_params(p));
+  m.params = collect_pieces(partial, rank_files, params);
   m.engine = r.engine_state;
   m.ds_config = json::parse(p.config.json_text, nullptr, false);
   m.client_state = r.client_state;
@@ -219,7 +258,7 @@ void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::
 
 json batch_json(const Config& c) {
   return {{"train_batch_size", c.train_batch_size}, {"train_micro_batch_size_per_gpu", c.train_micro_batch_size_per_gpu},
-          {"gradient_accumulation_steps", c.gradient_accumulation_steps}, {"dp_world_size", c.world_size}};
+          {"gradient_accumulation_steps", c.gradient_accumulation_steps}, {"dp_world_size", c.data_parallel_size}};
 }
 
 void warn_if_global_batch_changed(const json& engine_state, const Config& c, const std::string& path) {
@@ -236,7 +275,7 @@ void warn_if_global_batch_changed(const json& engine_state, const Config& c, con
       "for this world size)",
       path, saved, b.value("train_micro_batch_size_per_gpu", int64_t{0}), b.value("gradient_accumulation_steps", int64_t{0}),
       b.value("dp_world_size", 0), c.train_batch_size, c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps,
-      c.world_size, c.train_batch_size, saved, c.train_batch_size, saved);
+      c.data_parallel_size, c.train_batch_size, saved, c.train_batch_size, saved);
 }
 
 void check_save_at_boundary(int64_t micro_steps, int64_t gas) {
@@ -277,7 +316,8 @@ std::string save(const EngineStates& p, const SaveRequest& r) {
     json mine = json::object();
     for (const auto& [file, sums] : checksums) mine[file] = format::to_json(sums);
     const auto all = comm::all_gather_text(p.comm, mine.dump(), "checkpoint_checksums");
-    if (p.comm.rank() == 0) commit(p, r, rank_files, all);
+    const auto params = all_trainable_params(p);
+    if (p.comm.rank() == 0) commit(p, r, rank_files, all, params);
   });
   return tag_dir(r.dir, r.tag);
 }
@@ -298,7 +338,7 @@ void check_compatible(const EngineStates& p, const Manifest& m, const std::strin
              fmt::format("{}: {} has shape {} in the checkpoint but {} in the model", path, param.name, e->shape,
                          param.shape));
   }
-  if (options.load_module_strict)
+  if (options.load_module_strict && !p.pipeline)  // a stage holds only its part of the model
     for (const auto& e : m.params)
       DS_CHECK(ours.count(e.name), IoError,
                fmt::format("{}: the checkpoint's parameter {} is not a trainable parameter of the model (pass "

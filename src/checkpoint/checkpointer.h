@@ -37,6 +37,13 @@ struct EngineStates {
   // they load at any TP size, or none, and ds-zero-to-fp32 reads them unchanged.
   comm::Communicator* data = nullptr;  // null: `comm` is the data-parallel group
   const parallel::AutoTpResult* tensor_parallel = nullptr;
+  // Pipeline parallelism: `comm` is the whole world, `data` the stage's data-parallel group, and each
+  // rank's module holds one stage's parameters. The manifest lists every stage's (the union, in stage
+  // order: the model's order), a tied parameter is written by the stage that owns it only (its
+  // copies on other stages are `pipeline_copies`) and read back by every stage that holds it, so the
+  // checkpoint is the same as a data-parallel one and loads at any number of stages, or none.
+  bool pipeline = false;
+  std::vector<std::string> pipeline_copies;
 };
 
 struct SaveRequest {

@@ -22,6 +22,9 @@ struct ParallelSizes {
   int pipeline_stages = 1;         // pipeline.stages
   int autotp_size = 1;             // tensor_parallel.autotp_size
   int sequence_parallel_size = 1;  // sequence_parallel_size
+  // Not a size, but read with pipeline.stages from the same section: the PipelineEngine's default
+  // for PipelineModule's activation_checkpoint_interval (0 = off), as DeepSpeed's engine applies it.
+  int pipeline_activation_checkpoint_interval = 0;
 };
 
 // The world the triple is resolved for: `size` data-parallel ranks out of `world`.

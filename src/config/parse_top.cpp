@@ -19,8 +19,7 @@ namespace {
 
 // The sizes that divide the world before the triple (DeepSpeedConfig's world_size): top-level
 // sequence_parallel_size, tensor_parallel.autotp_size (0 = off) and pipeline.stages ("auto" = 1;
-// deepspeed.cpp's stand-in for PipelineModule's num_stages). Sizes above 1 are refused later
-// (validate.cpp) while the engine has no layer that uses them.
+// deepspeed.cpp's stand-in for PipelineModule's num_stages).
 ParallelSizes read_parallel_sizes(SectionReader& top) {
   ParallelSizes s;
   int64_t sp = 1;
@@ -71,12 +70,22 @@ ParallelSizes read_parallel_sizes(SectionReader& top) {
     pipe.read("stages", n, IntRange{1, 1 << 20});
     s.pipeline_stages = int(n);
   }
+  int64_t interval = 0;
+  pipe.read("activation_checkpoint_interval", interval, IntRange{0, 1 << 20});
+  s.pipeline_activation_checkpoint_interval = int(interval);
   for (const auto& item : pipe.object().items()) pipe.mark_known(item.key());
   if (pipe.present() && !pipe.object().empty()) {
     Json rest = pipe.object();
     rest.erase("stages");
+    rest.erase("activation_checkpoint_interval");
+    // Settings whose results are the same here (and DeepSpeed's "partition": "best", which its
+    // PipelineModule does not read either): nothing to warn about. Another "partition" is named: the
+    // method is PipelineModuleOptions::partition_method.
+    for (const char* same : {"seed_layers", "pipe_partitioned", "grad_partitioned", "use_reentrant"}) rest.erase(same);
+    if (rest.contains("partition") && rest["partition"] == "best") rest.erase("partition");
     const bool off = rest.contains("enabled") && rest["enabled"] == false;
-    if (!rest.empty() && !off) warn_unsupported(top.ctx(), "pipeline", "the pipeline engine: only pipeline.stages is read");
+    if (!rest.empty() && !off)
+      warn_unsupported(top.ctx(), "pipeline", "the pipeline engine reads stages and activation_checkpoint_interval");
   }
   pipe.finish();
   return s;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "nn/activation_checkpointing.h"
 #include "nn/tensor_buffer.h"
 #include "parallel/pipe_partition.h"
 #include "util/error.h"
@@ -64,12 +65,22 @@ PipelineModule::PipelineModule(std::shared_ptr<torch::nn::Module> model, const n
       throw ConfigError("pipeline.partition", fmt::format("\"{}\" leaves stage {} of {} without layers ({})",
                                                           options_.partition_method, s, stages, describe_partition()));
   std::unordered_set<std::string> seen;
-  for (int i = parts_[size_t(stage_)]; i < parts_[size_t(stage_) + 1]; ++i)
+  for (int i = parts_[size_t(stage_)]; i < parts_[size_t(stage_) + 1]; ++i) {
+    stage_layers_.add(layers[size_t(i)]);
     for (const auto& name : layers[size_t(i)].param_names)
       if (seen.insert(name).second) names_.push_back(name);
+  }
   register_stage_modules();
   find_tied_parameters();
   release_other_stages();
+  if (const int every = options_.activation_checkpoint_interval; every > 0) {
+    ActivationCheckpointingConfig ac;
+    ac.number_checkpoints = (int64_t(stage_layers_.size()) + every - 1) / every;
+    checkpointing_ = nn::apply_activation_checkpointing(stage_layers_, *this, ac);
+  } else if (options_.activation_checkpoint_interval < 0) {
+    throw ConfigError("pipeline.activation_checkpoint_interval",
+                      fmt::format("must be >= 0, got {}", options_.activation_checkpoint_interval));
+  }
 }
 
 void PipelineModule::register_stage_modules() {
@@ -155,9 +166,7 @@ void PipelineModule::release_other_stages() {
     if (!mine.count(item.key())) item.value().set_data(torch::empty({0}, item.value().options()));
 }
 
-torch::Tensor PipelineModule::forward(const torch::Tensor& x) {
-  return layers_->run_range(size_t(parts_[size_t(stage_)]), size_t(parts_[size_t(stage_) + 1]), x);
-}
+torch::Tensor PipelineModule::forward(const torch::Tensor& x) { return stage_layers_.forward(x); }
 
 torch::Tensor PipelineModule::loss(const torch::Tensor& outputs, const torch::Tensor& labels) const {
   DS_CHECK(options_.loss_fn != nullptr, Error,

@@ -29,6 +29,9 @@ struct PipelineModuleOptions {
   // "parameters" (DeepSpeed's default), "uniform", or "type:<regex>" over the layer names.
   std::string partition_method = "parameters";
   PipeLossFn loss_fn;  // needed on the last stage to train
+  // > 0: the stage's layers run as activation-checkpointed segments of at most this many layers
+  // (DeepSpeed's activation_checkpoint_interval; the segments are balanced, each input saved once).
+  int activation_checkpoint_interval = 0;
 };
 
 // A parameter several stages hold copies of.
@@ -60,6 +63,8 @@ class PipelineModule : public torch::nn::Module {
   // This stage's layers, in order: the first stage takes the model's input, the others the
   // previous stage's output.
   torch::Tensor forward(const torch::Tensor& x);
+  // Those layers as a list of their own (what activation checkpointing and the engine walk).
+  nn::LayerList& stage_layers() noexcept { return stage_layers_; }
   // loss_fn(outputs, labels); ds::Error when no loss_fn was given.
   torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) const;
   bool has_loss_fn() const noexcept { return static_cast<bool>(options_.loss_fn); }
@@ -84,6 +89,8 @@ class PipelineModule : public torch::nn::Module {
   std::vector<int64_t> layer_params_;  // per layer of the whole model
   std::vector<std::string> names_;
   std::vector<TiedParameter> tied_;
+  nn::LayerList stage_layers_;
+  std::shared_ptr<nn::LayerRunner> checkpointing_;  // activation_checkpoint_interval's runner
 };
 
 }  // namespace ds::parallel

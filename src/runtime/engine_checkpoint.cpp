@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/layout.h"
+#include "parallel/pipe_module.h"
 #include "runtime/engine.h"
 #include "runtime/engine_builder.h"
 #include "util/error.h"
@@ -12,19 +13,21 @@
 namespace ds {
 
 checkpoint::EngineStates Engine::checkpoint_parts() {
-  // Each stage holds other parameters (and the tied ones twice): the manifest a rank writes today
-  // would list only its own stage's. Refused before anything is written rather than saved partially.
-  DS_CHECK(p_->topology->pipe().size() == 1, NotSupported,
-           fmt::format("pipeline.stages: {}: checkpoints and 16-bit exports of pipeline stages are not implemented "
-                       "yet (issue 17); nothing was written",
-                       p_->topology->pipe().size()));
-  if (!p_->tensor_parallel)
+  const auto* stage = dynamic_cast<const parallel::PipelineModule*>(module_.get());
+  const bool pipeline = stage != nullptr && stage->num_stages() > 1;
+  if (!p_->tensor_parallel && !pipeline)
     return {p_->data_parallel(), *module_, *p_->states, p_->optimizer.get(), config(), p_->dtypes.model};
-  // AutoTP: every rank of the world holds pieces (its slices' share), mapped onto whole tensors.
+  // AutoTP and pipelines: every rank of the world holds pieces (its slices' share, its stage's
+  // parameters), mapped onto whole tensors.
   checkpoint::EngineStates parts{p_->topology->world(), *module_, *p_->states, p_->optimizer.get(), config(),
                                  p_->dtypes.model};
   parts.data = &p_->data_parallel();
-  parts.tensor_parallel = &*p_->tensor_parallel;
+  if (p_->tensor_parallel) parts.tensor_parallel = &*p_->tensor_parallel;
+  if (pipeline) {
+    parts.pipeline = true;
+    for (const auto& t : stage->tied())
+      if (t.group && !t.counts_in_norm) parts.pipeline_copies.push_back(t.name);
+  }
   return parts;
 }
 
@@ -76,6 +79,11 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
 }
 
 void Engine::save_16bit_model(const std::string& dir, const std::string& file) {
+  // Rank 0 writes the file from its own module: a pipeline's later stages are elsewhere.
+  DS_CHECK(p_->topology->pipe().size() == 1, NotSupported,
+           fmt::format("save_16bit_model with pipeline.stages {} is not implemented yet (nothing was written): save a "
+                       "checkpoint and export it whole with ds-zero-to-fp32",
+                       p_->topology->pipe().size()));
   // Under AutoTP the slices are put back together one parameter at a time: the file is the whole model.
   checkpoint::save_16bit_model(checkpoint_parts(), dir, file);
 }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <optional>
 
 #include "comm/make_communicator.h"
@@ -30,9 +31,13 @@ struct PipelineEngine::Buffers {
 
 namespace {
 
-EngineOptions stage_options(const parallel::PipelineModule& module, EngineOptions o) {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+EngineOptions stage_options(parallel::PipelineModule& module, EngineOptions o) {
   o.topology = module.shared_topology();
   o.pipeline_stage = true;
+  o.layers = &module.stage_layers();  // the config's activation_checkpointing walks the stage's layers
   return o;
 }
 
@@ -65,10 +70,19 @@ void PipelineEngine::run(const PipeDataIterator& data, bool train) {
   Buffers b(train ? parallel::train_pipe_buffers(m, p, s) : parallel::kInferencePipeBuffers);
   std::optional<torch::NoGradGuard> no_grad;
   if (!train) no_grad.emplace();
+  times_ = {};
+  const auto t0 = Clock::now();
   for (const auto& step : steps)
-    for (const auto& in : step) execute(in, b, data, train);
+    for (const auto& in : step) {
+      const auto t = Clock::now();
+      execute(in, b, data, train);
+      const double dt = seconds_since(t);
+      if (in.op == PipeOp::ForwardPass || in.op == PipeOp::BackwardPass) times_.compute_s += dt;
+      if (in.op == PipeOp::ReduceTiedGrads || in.op == PipeOp::OptimizerStep) times_.step_s += dt;
+    }
   channels_->drain();
-  if (!train) last_loss_mean_ = agree_loss(b.loss_sum) ;
+  times_.total_s = seconds_since(t0);
+  if (!train) last_loss_mean_ = agree_loss(b.loss_sum);
 }
 
 void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDataIterator& data, bool train) {
@@ -185,6 +199,8 @@ PipelineEngine make_pipeline_engine(std::shared_ptr<torch::nn::Module> model, co
   auto topology = std::make_shared<parallel::Topology>(
       comm::make_communicator(comm::Backend::Auto),
       parallel::TopologySizes{n.pipeline_stages, n.autotp_size, n.sequence_parallel_size});
+  if (options.activation_checkpoint_interval == 0)  // the config's, as DeepSpeed's engine applies it
+    options.activation_checkpoint_interval = n.pipeline_activation_checkpoint_interval;
   auto stage = std::make_shared<parallel::PipelineModule>(std::move(model), *layers, topology, std::move(options));
   return PipelineEngine(std::move(stage), std::move(config));
 }

@@ -34,6 +34,14 @@ struct PipeBatch {
 };
 using PipeDataIterator = std::function<PipeBatch()>;
 
+// Where the last batch's time went on this stage (wall clock): the rest of total_s is waiting on
+// the neighbours (the pipeline's bubble) and the step.
+struct PipeBatchTimes {
+  double total_s = 0;    // the whole train_batch / eval_batch
+  double compute_s = 0;  // forward and backward passes (the loss included)
+  double step_s = 0;     // tied-gradient reduction and the optimizer step
+};
+
 class PipelineEngine : public Engine {
  public:
   // Collective over the stage's topology.
@@ -54,6 +62,7 @@ class PipelineEngine : public Engine {
   bool is_first_stage() const { return module_->is_first_stage(); }
   bool is_last_stage() const { return module_->is_last_stage(); }
   int micro_batches() const { return int(gradient_accumulation_steps()); }
+  const PipeBatchTimes& last_batch_times() const { return times_; }
 
  protected:
   void annotate_gradients(precision::GradientSpans& grads) override;
@@ -69,6 +78,7 @@ class PipelineEngine : public Engine {
   std::unique_ptr<parallel::PipeChannels> channels_;
   double last_loss_mean_ = 0;     // the last batch's loss, averaged over the data-parallel replicas
   double mean_replica_loss_ = 0;  // this replica's (the last stage's), what the engine logs
+  PipeBatchTimes times_;
 };
 
 // ds::initialize for a pipeline: cuts `model` (whose LayerList is `layers()`) into

@@ -144,7 +144,8 @@ void StepTelemetry::print_flops_profile(const StepSnapshot& s) {
   flops_profile_active_ = false;
   profiling::ProfileTimings t;
   t.profile_step = s.global_steps;  // DeepSpeed prints global_steps after the increment
-  t.world_size = t.dp_world_size = world_;
+  t.world_size = world_;
+  t.dp_world_size = config_.data_parallel_size;  // DeepSpeed's data-parallel size: world / (pipe x tensor x sequence)
   t.micro_batch_size = config_.train_micro_batch_size_per_gpu;
   t.fwd_latency_s = fwd_ / 1e3;  // the profiled micro-step
   t.bwd_latency_s = bwd_ / 1e3;

@@ -171,7 +171,7 @@ TEST(Validation, UnsupportedSectionsWarnByName) {
       "sparse_attention": {"mode": "fixed"}, "comms_logger": {"enabled": false}, "autotuning": {},
       "hybrid_engine": false, "zero_optimization": {"stage": 3, "zero_quantized_weights": true})"));
   EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored (the "
-                                   "pipeline engine: only pipeline.stages is read)"));
+                                   "pipeline engine reads stages and activation_checkpoint_interval)"));
   EXPECT_TRUE(test::has_warning(c, "elasticity is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "sparse_attention is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_weights is parsed but not supported"));

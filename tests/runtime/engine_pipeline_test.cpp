@@ -1,23 +1,25 @@
 // Pipeline parallelism (issue 17) against the one-process plain LibTorch loop over the same global
 // batch: GPT-2 of 8 layers (embed, h.0-h.7, head; wte tied between the first and the last stage),
 // fp32, AdamW with clipping active on every step, 20 steps of GAS micro-batches on DeepSpeed's 1F1B
-// schedule. Under mpirun -np 2: PP=2 with ZeRO 0 and 1, and plain SGD; -np 4: PP=4, PP=2 x DP=2
-// (ZeRO-1) and PP=2 x TP=2; -np 8: PP=2 x TP=2 x DP=2. Each step's loss and every parameter a stage
-// holds (the tied copies on both ends) are within 1e-5 of the reference, and so is eval_batch's loss
-// afterwards. At world 1: one stage, and the refusals.
+// schedule. Under mpirun -np 2: PP=2 with ZeRO 0 and 1, plain SGD, activation checkpointing; -np 4:
+// PP=4, PP=2 x DP=2 (ZeRO-1) and PP=2 x TP=2, and a checkpoint resumed at other stage counts; -np 8:
+// PP=2 x TP=2 x DP=2. Each step's loss and every parameter a stage holds (the tied copies on both
+// ends) are within 1e-5 of the reference, and so is eval_batch's loss afterwards. At world 1: one
+// stage, and the refusals.
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
 
 #include "models/causal_lm.h"
 #include "parallel_equivalence.h"
+#include "format/safetensors.h"
 #include "util/error.h"
 
 namespace ds {
 namespace {
 
-std::string pipe_config(int stages, int stage, int tp = 1, partest::Optimizer how = {}) {
+std::string pipe_config(int stages, int stage, int tp = 1, partest::Optimizer how = {}, int interval = 0) {
   std::string cfg = partest::engine_config(stage, tp, 1, how);
-  cfg.insert(1, fmt::format(R"("pipeline": {{"stages": {}}}, )", stages));
+  cfg.insert(1, fmt::format(R"("pipeline": {{"stages": {}, "activation_checkpoint_interval": {}}}, )", stages, interval));
   return cfg;
 }
 
@@ -26,16 +28,18 @@ parallel::PipelineModuleOptions lm_options(const std::string& method = "paramete
 }
 
 void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::Optimizer how = {},
-                                   const std::string& method = "parameters") {
+                                   const std::string& method = "parameters", int interval = 0) {
   const int world = comm::launcher_world_size();
   const int dp = world / stages / tp;
   const partest::Reference ref = partest::reference("deep8", dp, partest::kSteps, how);
   auto model = partest::make_model("deep8");
-  auto engine = initialize_pipeline(model, load_config_text(pipe_config(stages, stage, tp, how), world, "<pipe test>"),
-                                    lm_options(method));
+  auto engine = initialize_pipeline(
+      model, load_config_text(pipe_config(stages, stage, tp, how, interval), world, "<pipe test>"), lm_options(method));
+  if (interval > 0) ASSERT_NE(engine.pipeline_module().stage_layers().runner(), nullptr);
   ASSERT_EQ(engine.num_stages(), stages);
   ASSERT_EQ(engine.topology().data().size(), dp);
-  const std::string what = fmt::format("pp {} tp {} dp {} stage {} ({})", stages, tp, dp, stage, method);
+  const std::string what =
+      fmt::format("pp {} tp {} dp {} stage {} ({}, checkpoint interval {})", stages, tp, dp, stage, method, interval);
   const int d = engine.topology().data().rank();
   auto data = partest::corpus();
   models::BatchSampler sampler(data, partest::kSeqLen, 7);
@@ -96,6 +100,7 @@ TEST(Pipeline, TwoStagesMatchTheReference) {
   pipe_expect_matches_reference(2, 0);
   pipe_expect_matches_reference(2, 1, 1, {}, "uniform");
   pipe_expect_matches_reference(2, 1, 1, {.sgd = true});
+  pipe_expect_matches_reference(2, 1, 1, {}, "parameters", 2);  // activation-checkpointed segments of 2 layers
 }
 
 TEST(Pipeline, FourStagesAndThreeDMatchTheReference) {
@@ -108,6 +113,80 @@ TEST(Pipeline, FourStagesAndThreeDMatchTheReference) {
 TEST(Pipeline, ThreeDOnEightRanks) {
   if (!partest::world_is({8})) GTEST_SKIP() << "world 8 only (ctest distributed_tests_pipeline_np8)";
   pipe_expect_matches_reference(2, 1, 2);  // PP 2 x TP 2 x DP 2, ZeRO-1 across the data group
+}
+
+// Resume: a checkpoint saved at PP=2 x DP=2 continues at PP=4 x DP=1 and at PP=1 x DP=4 (the same
+// global batch of 8 samples: GAS 2, 4 and 1), each next loss equal to the uninterrupted run's; and
+// ds-zero-to-fp32 exports it as one whole model.
+struct ResumeRun {
+  int stages, gas;
+};
+
+double resume_batch(PipelineEngine& engine, models::BatchSampler& sampler, int step) {
+  const int dp = engine.topology().data().size(), d = engine.topology().data().rank(), gas = engine.micro_batches();
+  int m = 0;
+  return engine.train_batch([&] {
+    auto b = sampler.batch(((int64_t{step} * gas + m++) * dp + d) * partest::kMicro, partest::kMicro);
+    return PipeBatch{b.inputs, b.targets};
+  });
+}
+
+PipelineEngine resume_engine(ResumeRun r, bool perturbed = false) {
+  std::string cfg = pipe_config(r.stages, 1);
+  const std::string gas_key = fmt::format(R"("gradient_accumulation_steps": {})", partest::kGas);
+  cfg.replace(cfg.find(gas_key), gas_key.size(), fmt::format(R"("gradient_accumulation_steps": {})", r.gas));
+  auto model = partest::make_model("deep8");
+  if (perturbed) {  // everything must come from the checkpoint
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.add_(1.0);
+  }
+  return initialize_pipeline(model, load_config_text(cfg, comm::launcher_world_size(), "<resume>"), lm_options());
+}
+
+TEST(Pipeline, CheckpointResumesAtOtherStageCounts) {
+  if (!partest::world_is({4})) GTEST_SKIP() << "world 4 only";
+  const std::string dir = std::string(DS_BINARY_DIR) + "/pipeline_resume_checkpoint";
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  constexpr int kSaved = 3, kMore = 3;
+  std::vector<double> want;
+  {
+    auto engine = resume_engine({2, 2});
+    for (int step = 0; step < kSaved; ++step) resume_batch(engine, sampler, step);
+    engine.save_checkpoint(dir, "pp2");
+    for (int step = kSaved; step < kSaved + kMore; ++step) want.push_back(resume_batch(engine, sampler, step));
+  }
+  for (ResumeRun r : {ResumeRun{4, 4}, ResumeRun{1, 1}}) {
+    auto engine = resume_engine(r, /*perturbed=*/true);
+    ASSERT_TRUE(engine.load_checkpoint(dir, "pp2").has_value());
+    EXPECT_EQ(engine.global_steps(), kSaved);
+    for (int i = 0; i < kMore; ++i) {
+      const double got = resume_batch(engine, sampler, kSaved + i);
+      EXPECT_LE(std::abs(got - want[size_t(i)]), 1e-5 * std::abs(want[size_t(i)]))
+          << "PP " << r.stages << " step " << kSaved + i << ": " << got << " vs " << want[size_t(i)];
+    }
+  }
+}
+
+TEST(Pipeline, CheckpointExportsTheWholeModel) {
+  if (!partest::world_is({4})) GTEST_SKIP() << "world 4 only (after CheckpointResumesAtOtherStageCounts)";
+  // The PP=2 x DP=2 tag holds the whole model once (wte from the first stage): ds-zero-to-fp32 writes
+  // it whole, equal to the reference loop after the same steps.
+  const std::string dir = std::string(DS_BINARY_DIR) + "/pipeline_resume_checkpoint";
+  if (detect_rank() == 0) {
+    const partest::Reference at_save = partest::reference("deep8", 2, 3);
+    const std::string cmd = fmt::format("{}/tools/ds-zero-to-fp32 {} {}/export --tag pp2 > {}/export.log 2>&1",
+                                        DS_BINARY_DIR, dir, dir, dir);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    format::SafetensorsFile f(dir + "/export/model.safetensors");
+    for (const auto& [name, want] : at_save.params) {
+      const auto& info = f.at(name);
+      ASSERT_EQ(info.shape, want.sizes().vec()) << name;
+      torch::Tensor got = torch::empty(info.shape, torch::kFloat32);
+      f.read(info, got.data_ptr(), got.numel() * sizeof(float));
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-5) << "exported " << name;
+    }
+  }
 }
 
 TEST(Pipeline, PartitionAndTies) {

@@ -1,0 +1,168 @@
+// pipeline: pipeline parallelism vs data parallelism at world 4 (real MPI ranks): the measured
+// bubble of DeepSpeed's 1F1B schedule against its theory (p - 1) / (m + p - 1) for m = 4, 8, 16
+// micro-batches, per-rank model-state bytes, tokens/s. GPT-2 8 layers, fp32, Adam, ZeRO 0.
+//
+//   ./build/benchmarks/pipeline                  # drives: mpirun -np 4 <self> --worker --stages S --gas M
+//   ./build/benchmarks/pipeline --vocab 4096     # a small vocabulary (the embedding no longer dominates)
+//
+// Ends with
+//   BENCH pipe_bubble_vs_theory ours=<measured bubble> ref=<theory> unit=fraction ratio=..  (the worst m)
+//   BENCH pipe4_state_bytes ours=<PP=4: the heaviest stage's bytes> ref=<DP=4 bytes/rank> unit=bytes ratio=..
+//   BENCH pipe4_step_vs_dp ours=<PP=4 tokens/s> ref=<DP=4 tokens/s> unit=tokens_per_s ratio=..
+// The bubble of a stage is the share of its batch time (the optimizer step left out) not spent in
+// forward and backward passes, averaged over the stages. On one machine the ranks share its cores:
+// a stage's passes run slower while all four compute (the steady 1F1B phase) than while two do, so
+// the wall-clock bubble is only an approximation of the schedule's. Bytes are the engine ledger's.
+#include <deepspeed/deepspeed.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_engine.h"
+#include "comm/comm.h"
+#include "models/causal_lm.h"
+#include "models/gpt2.h"
+
+namespace {
+
+struct Options {
+  int world = 4;
+  int stages = 1, gas = 8;  // worker: pipeline.stages and micro-batches per step
+  int64_t layers = 8, embd = 512, heads = 16, vocab = 50257, seq = 128, micro = 1;
+  int steps = 3, warmup = 1;
+};
+
+struct Result {
+  int stages = 0, gas = 0;
+  double tokens_per_s = 0, state_bytes = 0, bubble = 0;
+};
+
+ds::Config config_for(const Options& o) {
+  return ds::load_config_text(fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
+      "pipeline": {{"stages": {}}}, "optimizer": {{"type": "Adam", "params": {{"lr": 1e-4}}}},
+      "zero_optimization": {{"stage": 0}} }})",
+                                          o.micro, o.gas, o.stages),
+                              o.world, "<pipeline bench>");
+}
+
+std::shared_ptr<ds::models::GPT2Impl> make_model(const Options& o) {
+  ds::models::GPT2Config c;
+  c.vocab_size = o.vocab;
+  c.n_positions = o.seq;
+  c.n_embd = o.embd;
+  c.n_layer = o.layers;
+  c.n_head = o.heads;
+  torch::manual_seed(1234);
+  return ds::models::GPT2(c).ptr();
+}
+
+torch::Tensor batch(const Options& o, int step, int micro, int dp_rank) {
+  torch::manual_seed(99 + step * 131 + micro * 7 + dp_rank);
+  return torch::randint(0, o.vocab, {o.micro, o.seq}, torch::kLong);
+}
+
+// One worker run: PP over o.stages (o.stages = 1: plain data parallelism through the same engine).
+Result run(const Options& o) {
+  auto engine = ds::initialize_pipeline(make_model(o), config_for(o), {"parameters", ds::models::lm_loss});
+  const int dp = engine.topology().data().size(), d = engine.topology().data().rank();
+  double total = 0, compute = 0, secs = 0;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup) engine.communicator().barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    int m = 0;
+    engine.train_batch([&] {
+      auto idx = batch(o, s, m++, d);
+      return ds::PipeBatch{idx, idx};
+    });
+    if (s < o.warmup) continue;
+    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto& t = engine.last_batch_times();
+    total += t.total_s - t.step_s;
+    compute += t.compute_s;
+  }
+  // The bubble averaged over the world's ranks; the heaviest rank's states; the slowest rank's time.
+  double v[3] = {1.0 - compute / total, ds::bench::model_state_bytes(engine.memory()), secs};
+  auto& world = engine.communicator();
+  world.all_reduce(ds::comm::Buffer(&v[0], 1), ds::comm::ReduceOp::Sum, "bench_bubble");
+  world.all_reduce(ds::comm::Buffer(&v[1], 2), ds::comm::ReduceOp::Max, "bench_bytes");
+  Result r;
+  r.stages = o.stages;
+  r.gas = o.gas;
+  r.bubble = v[0] / world.size();
+  r.state_bytes = v[1];
+  r.tokens_per_s = double(o.steps) * o.gas * o.micro * o.seq * dp / v[2];
+  if (engine.rank() == 0)
+    std::printf("RESULT %d %d %.6f %.0f %.6f\n", r.stages, r.gas, r.tokens_per_s, r.state_bytes, r.bubble);
+  return r;
+}
+
+Result launch(Options o, int stages, int gas, const std::string& self) {
+  const std::string cmd =
+      ds::bench::mpirun_prefix(o.world) + self +
+      fmt::format(" --worker --world {} --stages {} --gas {} --layers {} --embd {} --heads {} --vocab {} --seq {} "
+                  "--micro {} --steps {} --warmup {} 2>&1",
+                  o.world, stages, gas, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup);
+  Result r;
+  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %d %lf %lf %lf", &r.stages, &r.gas,
+              &r.tokens_per_s, &r.state_bytes, &r.bubble);
+  std::fprintf(stderr, "  world %d, PP=%d, %d micro-batches: %.1f tokens/s, bubble %.3f\n", o.world, stages, gas,
+               r.tokens_per_s, r.bubble);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool worker_mode = false;
+  CLI::App app{"pipeline: 1F1B pipeline parallelism vs data parallelism — bubble, model-state bytes, tokens/s"};
+  app.add_option("--world", o.world)->capture_default_str();
+  app.add_option("--stages", o.stages, "worker: pipeline.stages")->capture_default_str();
+  app.add_option("--gas", o.gas, "worker: micro-batches per step")->capture_default_str();
+  app.add_option("--layers", o.layers)->capture_default_str();
+  app.add_option("--embd", o.embd)->capture_default_str();
+  app.add_option("--heads", o.heads)->capture_default_str();
+  app.add_option("--vocab", o.vocab)->capture_default_str();
+  app.add_option("--seq", o.seq)->capture_default_str();
+  app.add_option("--micro", o.micro, "micro-batch size")->capture_default_str();
+  app.add_option("--steps", o.steps, "measured steps")->capture_default_str();
+  app.add_option("--warmup", o.warmup)->capture_default_str();
+  app.add_flag("--worker", worker_mode, "internal: one run at this process's world size");
+  CLI11_PARSE(app, argc, argv);
+  if (worker_mode) {
+    run(o);
+    return 0;
+  }
+  const int p = o.world;
+  const Result dp = launch(o, 1, 8, argv[0]);
+  std::vector<Result> pp;
+  for (int m : {4, 8, 16}) pp.push_back(launch(o, p, m, argv[0]));
+  fmt::print("\nPP={} vs DP={} — GPT-2 {} layers x {} wide, {} heads, vocab {}, micro-batch {} x {} tokens, fp32, Adam, "
+             "ZeRO 0\n",
+             p, o.world, o.layers, o.embd, o.heads, o.vocab, o.micro, o.seq);
+  fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8} {:>16}\n", "mode", "tokens/s", "bubble", "theory", "ratio", "state B/rank");
+  fmt::print("{:>14} {:>12.1f} {:>12} {:>12} {:>8} {:>16.0f}\n", fmt::format("DP={}, m=8", o.world), dp.tokens_per_s, "-",
+             "-", "-", dp.state_bytes);
+  double worst = 0;
+  const Result* worst_r = &pp.front();
+  for (const Result& r : pp) {
+    const double theory = double(p - 1) / double(r.gas + p - 1);
+    fmt::print("{:>14} {:>12.1f} {:>12.3f} {:>12.3f} {:>8.3f} {:>16.0f}\n", fmt::format("PP={}, m={}", p, r.gas),
+               r.tokens_per_s, r.bubble, theory, r.bubble / theory, r.state_bytes);
+    if (r.bubble / theory > worst) worst = r.bubble / theory, worst_r = &r;
+  }
+  const double theory = double(p - 1) / double(worst_r->gas + p - 1);
+  fmt::print("BENCH pipe_bubble_vs_theory ours={:.4f} ref={:.4f} unit=fraction ratio={:.3f}\n", worst_r->bubble, theory,
+             worst);
+  fmt::print("BENCH pipe4_state_bytes ours={:.0f} ref={:.0f} unit=bytes ratio={:.4f}\n", pp[1].state_bytes,
+             dp.state_bytes, pp[1].state_bytes / dp.state_bytes);
+  fmt::print("BENCH pipe4_step_vs_dp ours={:.1f} ref={:.1f} unit=tokens_per_s ratio={:.3f}\n", pp[1].tokens_per_s,
+             dp.tokens_per_s, pp[1].tokens_per_s / dp.tokens_per_s);
+  return 0;
+}
