@@ -7,10 +7,12 @@
 //
 // Ends with
 //   BENCH pipe_bubble_vs_theory ours=<measured bubble> ref=<theory> unit=fraction ratio=..  (the worst m)
+// (the bubble measured on the busiest stage, whose idle time is the schedule's fill and drain; the
+// idle time averaged over the stages, imbalance included, is printed beside it)
 //   BENCH pipe4_state_bytes ours=<PP=4: the heaviest stage's bytes> ref=<DP=4 bytes/rank> unit=bytes ratio=..
 //   BENCH pipe4_step_vs_dp ours=<PP=4 tokens/s> ref=<DP=4 tokens/s> unit=tokens_per_s ratio=..
-// The bubble of a stage is the share of its batch time (the optimizer step left out) not spent in
-// forward and backward passes, averaged over the stages. On one machine the ranks share its cores:
+// A stage's idle share is its batch time (the optimizer step left out) not spent in forward and
+// backward passes. On one machine the ranks share its cores:
 // a stage's passes run slower while all four compute (the steady 1F1B phase) than while two do, so
 // the wall-clock bubble is only an approximation of the schedule's. Bytes are the engine ledger's.
 #include <deepspeed/deepspeed.h>
@@ -40,7 +42,7 @@ struct Options {
 
 struct Result {
   int stages = 0, gas = 0;
-  double tokens_per_s = 0, state_bytes = 0, bubble = 0;
+  double tokens_per_s = 0, state_bytes = 0, bubble = 0, busiest_bubble = 0;
 };
 
 ds::Config config_for(const Options& o) {
@@ -86,19 +88,24 @@ Result run(const Options& o) {
     total += t.total_s - t.step_s;
     compute += t.compute_s;
   }
-  // The bubble averaged over the world's ranks; the heaviest rank's states; the slowest rank's time.
-  double v[3] = {1.0 - compute / total, ds::bench::model_state_bytes(engine.memory()), secs};
+  // Idle share: averaged over the ranks (imbalance between stages included) and on the busiest
+  // stage (the schedule's fill and drain alone); the heaviest rank's states; the slowest rank's time.
+  const double idle = 1.0 - compute / total;
+  double v[3] = {idle, ds::bench::model_state_bytes(engine.memory()), secs}, busiest = idle;
   auto& world = engine.communicator();
   world.all_reduce(ds::comm::Buffer(&v[0], 1), ds::comm::ReduceOp::Sum, "bench_bubble");
   world.all_reduce(ds::comm::Buffer(&v[1], 2), ds::comm::ReduceOp::Max, "bench_bytes");
+  world.all_reduce(ds::comm::Buffer(&busiest, 1), ds::comm::ReduceOp::Min, "bench_busiest");
   Result r;
   r.stages = o.stages;
   r.gas = o.gas;
   r.bubble = v[0] / world.size();
+  r.busiest_bubble = busiest;
   r.state_bytes = v[1];
   r.tokens_per_s = double(o.steps) * o.gas * o.micro * o.seq * dp / v[2];
   if (engine.rank() == 0)
-    std::printf("RESULT %d %d %.6f %.0f %.6f\n", r.stages, r.gas, r.tokens_per_s, r.state_bytes, r.bubble);
+    std::printf("RESULT %d %d %.6f %.0f %.6f %.6f\n", r.stages, r.gas, r.tokens_per_s, r.state_bytes, r.bubble,
+                r.busiest_bubble);
   return r;
 }
 
@@ -109,10 +116,10 @@ Result launch(Options o, int stages, int gas, const std::string& self) {
                   "--micro {} --steps {} --warmup {} 2>&1",
                   o.world, stages, gas, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup);
   Result r;
-  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %d %lf %lf %lf", &r.stages, &r.gas,
-              &r.tokens_per_s, &r.state_bytes, &r.bubble);
-  std::fprintf(stderr, "  world %d, PP=%d, %d micro-batches: %.1f tokens/s, bubble %.3f\n", o.world, stages, gas,
-               r.tokens_per_s, r.bubble);
+  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %d %lf %lf %lf %lf", &r.stages, &r.gas,
+              &r.tokens_per_s, &r.state_bytes, &r.bubble, &r.busiest_bubble);
+  std::fprintf(stderr, "  world %d, PP=%d, %d micro-batches: %.1f tokens/s, idle %.3f (busiest stage %.3f)\n", o.world,
+               stages, gas, r.tokens_per_s, r.bubble, r.busiest_bubble);
   return r;
 }
 
@@ -146,20 +153,24 @@ int main(int argc, char** argv) {
   fmt::print("\nPP={} vs DP={} — GPT-2 {} layers x {} wide, {} heads, vocab {}, micro-batch {} x {} tokens, fp32, Adam, "
              "ZeRO 0\n",
              p, o.world, o.layers, o.embd, o.heads, o.vocab, o.micro, o.seq);
-  fmt::print("{:>14} {:>12} {:>12} {:>12} {:>8} {:>16}\n", "mode", "tokens/s", "bubble", "theory", "ratio", "state B/rank");
-  fmt::print("{:>14} {:>12.1f} {:>12} {:>12} {:>8} {:>16.0f}\n", fmt::format("DP={}, m=8", o.world), dp.tokens_per_s, "-",
-             "-", "-", dp.state_bytes);
+  fmt::print("{:>14} {:>10} {:>10} {:>14} {:>8} {:>8} {:>16}\n", "mode", "tokens/s", "idle", "busiest idle", "theory",
+             "ratio", "state B/rank");
+  fmt::print("{:>14} {:>10.1f} {:>10} {:>14} {:>8} {:>8} {:>16.0f}\n", fmt::format("DP={}, m=8", o.world),
+             dp.tokens_per_s, "-", "-", "-", "-", dp.state_bytes);
   double worst = 0;
   const Result* worst_r = &pp.front();
   for (const Result& r : pp) {
     const double theory = double(p - 1) / double(r.gas + p - 1);
-    fmt::print("{:>14} {:>12.1f} {:>12.3f} {:>12.3f} {:>8.3f} {:>16.0f}\n", fmt::format("PP={}, m={}", p, r.gas),
-               r.tokens_per_s, r.bubble, theory, r.bubble / theory, r.state_bytes);
-    if (r.bubble / theory > worst) worst = r.bubble / theory, worst_r = &r;
+    fmt::print("{:>14} {:>10.1f} {:>10.3f} {:>14.3f} {:>8.3f} {:>8.3f} {:>16.0f}\n", fmt::format("PP={}, m={}", p, r.gas),
+               r.tokens_per_s, r.bubble, r.busiest_bubble, theory, r.busiest_bubble / theory, r.state_bytes);
+    if (r.busiest_bubble / theory > worst) worst = r.busiest_bubble / theory, worst_r = &r;
   }
   const double theory = double(p - 1) / double(worst_r->gas + p - 1);
-  fmt::print("BENCH pipe_bubble_vs_theory ours={:.4f} ref={:.4f} unit=fraction ratio={:.3f}\n", worst_r->bubble, theory,
-             worst);
+  fmt::print("(idle: share of a stage's batch time outside its forward and backward passes, the optimizer step left "
+             "out, averaged over the stages; busiest idle: the stage with the most compute, whose idle time is the "
+             "schedule's fill and drain; the others' extra idle is imbalance between stages)\n");
+  fmt::print("BENCH pipe_bubble_vs_theory ours={:.4f} ref={:.4f} unit=fraction ratio={:.3f}\n", worst_r->busiest_bubble,
+             theory, worst);
   fmt::print("BENCH pipe4_state_bytes ours={:.0f} ref={:.0f} unit=bytes ratio={:.4f}\n", pp[1].state_bytes,
              dp.state_bytes, pp[1].state_bytes / dp.state_bytes);
   fmt::print("BENCH pipe4_step_vs_dp ours={:.1f} ref={:.1f} unit=tokens_per_s ratio={:.3f}\n", pp[1].tokens_per_s,
