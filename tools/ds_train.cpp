@@ -181,7 +181,9 @@ int run(int argc, char** argv) {
   auto model = ds::models::GPT2(model_cfg);
   Run r{opt, model_cfg, seq, data, sampler};
   if (pipeline) {
-    auto engine = ds::initialize_pipeline(model.ptr(), std::move(config), {"parameters", ds::models::lm_loss});
+    auto* m = model.get();  // the model's own loss: under Ulysses the sequence group's token mean
+    auto loss = [m](const torch::Tensor& logits, const torch::Tensor& targets) { return m->loss(logits, targets); };
+    auto engine = ds::initialize_pipeline(model.ptr(), std::move(config), {"parameters", loss});
     return train(engine, r);
   }
   auto engine = ds::initialize(model, std::move(config));

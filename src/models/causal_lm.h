@@ -62,8 +62,13 @@ class CausalLM : public torch::nn::Module, public parallel::SequenceParallelMode
   virtual bool supports_sequence_parallel() const { return false; }
   bool sequence_parallel() const { return sp_slot_->active(); }
 
+  // The loss forward(idx, targets) takes of forward(idx)'s logits: lm_loss, or under Ulysses the
+  // group's token mean (what a pipeline's last stage computes: PipelineModuleOptions::loss_fn).
+  torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const { return token_loss(logits, targets); }
+
  protected:
-  // The attention heads each rank computes before Ulysses splits them (after AutoTP's cut).
+  // The attention heads each rank computes before Ulysses splits them (after AutoTP's cut), read from
+  // the first block whose weights this rank holds (a pipeline stage released the others').
   virtual int64_t local_attention_heads() const { return 0; }
   // lm_loss, or under sequence parallelism the group's token mean over this rank's targets' block.
   torch::Tensor token_loss(const torch::Tensor& logits, const torch::Tensor& targets) const;

@@ -197,7 +197,9 @@ torch::Tensor GPT2Impl::forward(const torch::Tensor& idx, const torch::Tensor& t
 }
 
 int64_t GPT2Impl::local_attention_heads() const {
-  return transformer->h->size() == 0 ? config_.n_head : transformer->h->ptr<BlockImpl>(0)->attn->local_heads();
+  for (size_t i = 0; i < transformer->h->size(); ++i)
+    if (auto attn = transformer->h->ptr<BlockImpl>(i)->attn; attn->c_attn->weight.numel() > 0) return attn->local_heads();
+  return config_.n_head;
 }
 
 nlohmann::json GPT2Impl::hf_config() const { return hf_config_json(config_); }

@@ -167,8 +167,10 @@ void LlamaImpl::build_layers() {
 torch::Tensor LlamaImpl::forward(const torch::Tensor& idx) { return layers_.forward(idx); }
 
 int64_t LlamaImpl::local_attention_heads() const {
-  return model->layers->size() == 0 ? config_.num_key_value_heads
-                                    : model->layers->ptr<LlamaDecoderLayerImpl>(0)->self_attn->local_kv_heads();
+  for (size_t i = 0; i < model->layers->size(); ++i)
+    if (auto attn = model->layers->ptr<LlamaDecoderLayerImpl>(i)->self_attn; attn->k_proj->weight.numel() > 0)
+      return attn->local_kv_heads();
+  return config_.num_key_value_heads;
 }
 
 }  // namespace ds::models

@@ -152,8 +152,10 @@ void OPTImpl::build_layers() {
 torch::Tensor OPTImpl::forward(const torch::Tensor& idx) { return layers_.forward(idx); }
 
 int64_t OPTImpl::local_attention_heads() const {
-  return model->decoder->layers->size() == 0 ? config_.num_attention_heads
-                                             : model->decoder->layers->ptr<OPTDecoderLayerImpl>(0)->self_attn->local_heads();
+  for (size_t i = 0; i < model->decoder->layers->size(); ++i)
+    if (auto attn = model->decoder->layers->ptr<OPTDecoderLayerImpl>(i)->self_attn; attn->q_proj->weight.numel() > 0)
+      return attn->local_heads();
+  return config_.num_attention_heads;
 }
 
 }  // namespace ds::models

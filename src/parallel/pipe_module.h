@@ -58,6 +58,9 @@ class PipelineModule : public torch::nn::Module {
   // DeepSpeed's `parts`: stage s runs layers [parts[s], parts[s + 1]).
   const std::vector<int>& parts() const noexcept { return parts_; }
   const Topology& topology() const noexcept { return *topology_; }
+  // The whole model the stage was cut from (its other stages' parameters released): what Ulysses
+  // is enabled on, since its attention code is the model's.
+  torch::nn::Module& model() noexcept { return *model_; }
   std::shared_ptr<Topology> shared_topology() const noexcept { return topology_; }
 
   // This stage's layers, in order: the first stage takes the model's input, the others the

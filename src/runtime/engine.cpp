@@ -78,7 +78,7 @@ void Engine::backward(const torch::Tensor& loss) {
   if (p_->zero.overlap_step && boundary && p_->guard->allows_step_before_check(n_.loss_accum)) arm_overlapped_step();
   scaled.backward();
   p_->states->after_backward();
-  p_->telemetry->backward_finished(boundary, n_.loss_accum, n_.global_samples);
+  p_->telemetry->backward_finished(boundary, n_.loss_accum, n_.global_samples, !loss_logged_at_step_);
 }
 
 void Engine::backward_from(const torch::Tensor& output, const torch::Tensor& grad) {
@@ -87,7 +87,12 @@ void Engine::backward_from(const torch::Tensor& output, const torch::Tensor& gra
   const bool boundary = is_gradient_accumulation_boundary();
   torch::autograd::backward({output}, {grad});
   p_->states->after_backward();
-  p_->telemetry->backward_finished(boundary, n_.loss_accum, n_.global_samples);
+  p_->telemetry->backward_finished(boundary, n_.loss_accum, n_.global_samples, !loss_logged_at_step_);
+}
+
+void Engine::set_accumulated_loss(double loss) {
+  n_.loss_accum = loss;
+  p_->telemetry->loss_event(loss, n_.global_samples);
 }
 
 void Engine::step() {

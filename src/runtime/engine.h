@@ -131,8 +131,10 @@ class Engine {
   // next stage sent (already scaled by 1/GAS and the loss scale, since it came from the scaled loss).
   void backward_from(const torch::Tensor& output, const torch::Tensor& grad);
   // The pipeline's batch loss (sum over micro-batches of loss/GAS), agreed from the last stage, as
-  // this rank's before the boundary step (the guard and the logs read it).
-  void set_accumulated_loss(double loss) { n_.loss_accum = loss; }
+  // this rank's before the boundary step (the guard and the logs read it; the monitors get it here,
+  // not at the backward: set loss_logged_at_step_).
+  void set_accumulated_loss(double loss);
+  bool loss_logged_at_step_ = false;
   // Called on the gradients the step is about to check (after TP's annotation): a pipeline stage
   // marks its tied copies and names its pipe group.
   virtual void annotate_gradients(precision::GradientSpans& grads) {}

@@ -5,6 +5,7 @@
 #include "comm/comm.h"
 #include "config/support.h"
 #include "offload/huge_pages.h"
+#include "parallel/pipe_module.h"
 #include "parallel/ulysses.h"
 #include "runtime/dtype_policy.h"
 #include "runtime/host_setup.h"
@@ -120,7 +121,10 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
     p.tensor_parallel = parallel::apply_auto_tp(module, p.topology->model());
     log::info("AutoTP over {} ranks: {}", p.topology->model().size(), p.tensor_parallel->summary());
   }
-  if (p.topology->sequence().size() > 1) enable_ulysses(module, p.topology->sequence());
+  if (p.topology->sequence().size() > 1) {  // a pipeline stage's attention is its model's
+    auto* stage = dynamic_cast<parallel::PipelineModule*>(&module);
+    enable_ulysses(stage != nullptr ? stage->model() : module, p.topology->sequence());
+  }
   build_states(p, module, o);
   zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.data_parallel().rank()};
   for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay});

@@ -46,6 +46,7 @@ EngineOptions stage_options(parallel::PipelineModule& module, EngineOptions o) {
 PipelineEngine::PipelineEngine(std::shared_ptr<parallel::PipelineModule> module, Config config, EngineOptions options)
     : Engine(module, std::move(config), stage_options(*module, std::move(options))), module_(std::move(module)) {
   channels_ = std::make_unique<parallel::PipeChannels>(module_->topology());
+  loss_logged_at_step_ = true;  // only the last stage knows the loss before OptimizerStep
   log::info("pipeline: {} stages, {} micro-batches a batch; {}", num_stages(), micro_batches(), module_->describe_partition());
 }
 

@@ -38,10 +38,14 @@ void StepTelemetry::forward_finished() {
 
 void StepTelemetry::backward_started() { bwd_start_ = Clock::now(); }
 
-void StepTelemetry::backward_finished(bool boundary, double loss_so_far, int64_t global_samples) {
+void StepTelemetry::backward_finished(bool boundary, double loss_so_far, int64_t global_samples, bool log_loss) {
   bwd_ = std::chrono::duration<double, std::milli>(Clock::now() - bwd_start_).count();
   bwd_sum_ += bwd_;
-  if (monitor_.enabled() && boundary) monitor_.write_events({{"Train/Samples/train_loss", loss_so_far, global_samples}});
+  if (boundary && log_loss) loss_event(loss_so_far, global_samples);
+}
+
+void StepTelemetry::loss_event(double loss, int64_t global_samples) {
+  if (monitor_.enabled()) monitor_.write_events({{"Train/Samples/train_loss", loss, global_samples}});
 }
 
 void StepTelemetry::step_started() { micro_start_ = Clock::now(); }

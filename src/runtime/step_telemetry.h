@@ -45,8 +45,10 @@ class StepTelemetry {
   void forward_started(int64_t global_steps);  // starts the flops profiler at profile_step
   void forward_finished();
   void backward_started();
-  // DeepSpeed logs the loss at the boundary's backward, x = samples before this step.
-  void backward_finished(bool boundary, double loss_so_far, int64_t global_samples);
+  // DeepSpeed logs the loss at the boundary's backward, x = samples before this step (with
+  // log_loss false the caller logs it later with loss_event: a pipeline knows it only at the step).
+  void backward_finished(bool boundary, double loss_so_far, int64_t global_samples, bool log_loss = true);
+  void loss_event(double loss, int64_t global_samples);
   void step_started();
   void optimizer_ran(double seconds) { optimizer_seconds_ += seconds; }
   // At a boundary, before the counters advance: the progress line every steps_per_print steps.

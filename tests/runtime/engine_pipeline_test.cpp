@@ -2,12 +2,16 @@
 // batch: GPT-2 of 8 layers (embed, h.0-h.7, head; wte tied between the first and the last stage),
 // fp32, AdamW with clipping active on every step, 20 steps of GAS micro-batches on DeepSpeed's 1F1B
 // schedule. Under mpirun -np 2: PP=2 with ZeRO 0 and 1, plain SGD, activation checkpointing; -np 4:
-// PP=4, PP=2 x DP=2 (ZeRO-1) and PP=2 x TP=2, and a checkpoint resumed at other stage counts; -np 8:
-// PP=2 x TP=2 x DP=2. Each step's loss and every parameter a stage holds (the tied copies on both
-// ends) are within 1e-5 of the reference, and so is eval_batch's loss afterwards. At world 1: one
-// stage, and the refusals.
+// PP=4, PP=2 x DP=2 (ZeRO-1), PP=2 x TP=2 and PP=2 x SP=2 (Ulysses), and a checkpoint resumed at
+// other stage counts; -np 8: PP=2 x TP=2 x DP=2. Each step's loss and every parameter a stage holds
+// (the tied copies on both ends) are within 1e-5 of the reference, and so is eval_batch's loss
+// afterwards; bf16 within 5%, fp16 overflow decided the same on every stage. At world 1: one stage,
+// and the refusals.
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "models/causal_lm.h"
 #include "parallel_equivalence.h"
@@ -17,8 +21,8 @@
 namespace ds {
 namespace {
 
-std::string pipe_config(int stages, int stage, int tp = 1, partest::Optimizer how = {}, int interval = 0) {
-  std::string cfg = partest::engine_config(stage, tp, 1, how);
+std::string pipe_config(int stages, int stage, int tp = 1, partest::Optimizer how = {}, int interval = 0, int sp = 1) {
+  std::string cfg = partest::engine_config(stage, tp, sp, how);
   cfg.insert(1, fmt::format(R"("pipeline": {{"stages": {}, "activation_checkpoint_interval": {}}}, )", stages, interval));
   return cfg;
 }
@@ -27,19 +31,27 @@ parallel::PipelineModuleOptions lm_options(const std::string& method = "paramete
   return {method, [](const torch::Tensor& logits, const torch::Tensor& labels) { return models::lm_loss(logits, labels); }};
 }
 
+// The model's own loss: under Ulysses the sequence group's token mean.
+parallel::PipelineModuleOptions model_options(const std::shared_ptr<models::CausalLM>& model,
+                                              const std::string& method = "parameters") {
+  return {method, [m = model.get()](const torch::Tensor& logits, const torch::Tensor& labels) { return m->loss(logits, labels); }};
+}
+
 void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::Optimizer how = {},
-                                   const std::string& method = "parameters", int interval = 0) {
+                                   const std::string& method = "parameters", int interval = 0, int sp = 1) {
   const int world = comm::launcher_world_size();
-  const int dp = world / stages / tp;
+  const int dp = world / stages / tp / sp;
   const partest::Reference ref = partest::reference("deep8", dp, partest::kSteps, how);
   auto model = partest::make_model("deep8");
   auto engine = initialize_pipeline(
-      model, load_config_text(pipe_config(stages, stage, tp, how, interval), world, "<pipe test>"), lm_options(method));
+      model, load_config_text(pipe_config(stages, stage, tp, how, interval, sp), world, "<pipe test>"),
+      model_options(model, method));
+  if (sp > 1) ASSERT_TRUE(model->sequence_parallel());
   if (interval > 0) ASSERT_NE(engine.pipeline_module().stage_layers().runner(), nullptr);
   ASSERT_EQ(engine.num_stages(), stages);
   ASSERT_EQ(engine.topology().data().size(), dp);
-  const std::string what =
-      fmt::format("pp {} tp {} dp {} stage {} ({}, checkpoint interval {})", stages, tp, dp, stage, method, interval);
+  const std::string what = fmt::format("pp {} tp {} sp {} dp {} stage {} ({}, checkpoint interval {})", stages, tp, sp,
+                                       dp, stage, method, interval);
   const int d = engine.topology().data().rank();
   auto data = partest::corpus();
   models::BatchSampler sampler(data, partest::kSeqLen, 7);
@@ -108,6 +120,7 @@ TEST(Pipeline, FourStagesAndThreeDMatchTheReference) {
   pipe_expect_matches_reference(4, 1);
   pipe_expect_matches_reference(2, 1);      // PP 2 x DP 2, ZeRO-1 across the data group
   pipe_expect_matches_reference(2, 1, 2);   // PP 2 x TP 2
+  pipe_expect_matches_reference(2, 1, 1, {}, "parameters", 0, 2);  // PP 2 x SP 2: Ulysses inside the stages
 }
 
 TEST(Pipeline, ThreeDOnEightRanks) {
@@ -189,11 +202,55 @@ TEST(Pipeline, CheckpointExportsTheWholeModel) {
   }
 }
 
+// 16-bit: bf16 PP=2 within 5% of the fp32 reference (the bound the one-rank engine is held to); fp16
+// with a loss scale so high that the first steps overflow: every stage skips the same steps and
+// keeps the same scale, whichever stage's gradients overflowed.
+TEST(Pipeline, SixteenBitAndAgreedOverflow) {
+  if (!partest::world_is({2})) GTEST_SKIP() << "world 2 only";
+  const int world = comm::launcher_world_size();
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  auto train = [&](PipelineEngine& engine, int step) {
+    int micro = 0;
+    return engine.train_batch([&] {
+      auto b = partest::batch_for(sampler, step, micro++, 0, 1);
+      return PipeBatch{b.inputs, b.targets};
+    });
+  };
+  {
+    const partest::Reference ref = partest::reference("deep8", 1);
+    std::string cfg = pipe_config(2, 1);
+    cfg.insert(1, R"("bf16": {"enabled": true}, )");
+    auto engine = initialize_pipeline(partest::make_model("deep8"), load_config_text(cfg, world, "<pipe bf16>"), lm_options());
+    ASSERT_EQ(engine.dtypes().model, torch::kBFloat16);
+    for (int step = 0; step < partest::kSteps; ++step) {
+      const double got = train(engine, step), want = ref.losses[0][size_t(step)];
+      EXPECT_LE(std::abs(got - want), 0.05 * want) << "bf16 step " << step;
+    }
+  }
+  std::string cfg = pipe_config(2, 1);
+  cfg.insert(1, R"("fp16": {"enabled": true, "initial_scale_power": 24, "hysteresis": 1}, )");
+  auto engine = initialize_pipeline(partest::make_model("deep8"), load_config_text(cfg, world, "<pipe fp16>"), lm_options());
+  ASSERT_EQ(engine.dtypes().model, torch::kFloat16);
+  for (int step = 0; step < 24; ++step) train(engine, step);
+  double v[4] = {double(engine.skipped_steps()), engine.loss_scale(), -double(engine.skipped_steps()), -engine.loss_scale()};
+  engine.communicator().all_reduce(comm::Buffer(v, 4), comm::ReduceOp::Max, "test");
+  EXPECT_GT(engine.skipped_steps(), 0) << "a scale of 2^24 must overflow fp16 first";
+  EXPECT_EQ(v[0], -v[2]) << "every stage skips the same steps";
+  EXPECT_EQ(v[1], -v[3]) << "every stage keeps the same loss scale";
+  EXPECT_LT(engine.loss_scale(), std::ldexp(1.0, 24));
+  EXPECT_TRUE(engine.was_step_applied()) << "once the scale is low enough the steps apply";
+}
+
 TEST(Pipeline, PartitionAndTies) {
   if (!partest::world_is({2})) GTEST_SKIP() << "world 2 only";
   auto model = partest::make_model("deep8");
   const int world = comm::launcher_world_size();
-  auto engine = initialize_pipeline(model, load_config_text(pipe_config(2, 1), world, "<pipe test>"), lm_options());
+  const std::string csv = std::string(DS_BINARY_DIR) + "/pipeline_monitor";
+  if (detect_rank() == 0) std::filesystem::remove_all(csv);  // rank 0 alone writes the monitors
+  std::string cfg = pipe_config(2, 1);
+  cfg.insert(1, fmt::format(R"("csv_monitor": {{"enabled": true, "output_path": "{}", "job_name": "pp"}}, )", csv));
+  auto engine = initialize_pipeline(model, load_config_text(cfg, world, "<pipe test>"), lm_options());
   const auto& pm = engine.pipeline_module();
   EXPECT_EQ(pm.parts(), (std::vector<int>{0, 5, 10})) << pm.describe_partition();
   ASSERT_EQ(pm.tied().size(), 1u);
@@ -206,6 +263,28 @@ TEST(Pipeline, PartitionAndTies) {
     const bool mine = std::find(names.begin(), names.end(), p.key()) != names.end();
     EXPECT_EQ(p.value().numel() > 0, mine) << p.key();
     EXPECT_EQ(pm.named_parameters().contains(p.key()), mine) << p.key();
+  }
+  // The monitors log the batch's loss on every stage (rank 0 is the first stage, which learns it
+  // from the last only at the step).
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  std::vector<double> losses;
+  for (int step = 0; step < 2; ++step) {
+    int micro = 0;
+    engine.train_batch([&] {
+      auto b = partest::batch_for(sampler, step, micro++, 0, 1);
+      return PipeBatch{b.inputs, b.targets};
+    });
+    losses.push_back(engine.last_loss());
+  }
+  if (engine.rank() == 0) {
+    std::ifstream in(csv + "/pp/Train_Samples_train_loss.csv");
+    std::string line;
+    std::getline(in, line);  // header
+    std::vector<double> logged;
+    while (std::getline(in, line)) logged.push_back(std::stod(line.substr(line.find(',') + 1)));
+    ASSERT_EQ(logged.size(), losses.size());
+    for (size_t i = 0; i < losses.size(); ++i) EXPECT_NEAR(logged[i], losses[i], 1e-4 * losses[i]) << "step " << i;
   }
 }
 
