@@ -118,7 +118,10 @@ void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDa
         b.labels[i] = torch::Tensor();
       }
       b.outputs[i] = out;
-      if (!train && !is_last_stage()) b.inputs[i] = torch::Tensor();
+      if (!train) {  // nothing flows back: the input is done with, and so is the last stage's output
+        b.inputs[i] = torch::Tensor();
+        if (is_last_stage()) b.outputs[i] = torch::Tensor();
+      }
       return;
     }
     case PipeOp::SendActivation:

@@ -26,8 +26,10 @@ TEST(Examples, AllLoadWithoutWarnings) {
   for (const auto& f : files) {
     // lora_opt.json is the seed's one-GPU config (8 = micro 2 x GAS 4 x 1): at world 4 there is no
     // whole micro-batch per rank, and DeepSpeed refuses it too.
-    // autotp.json and ulysses.json need a tensor- / sequence-parallel group of 2.
-    const bool group_of_two = f.filename() == "autotp.json" || f.filename() == "ulysses.json";
+    // autotp.json, ulysses.json and pipeline.json need a tensor- / sequence-parallel group or a
+    // pipeline of 2.
+    const bool group_of_two =
+        f.filename() == "autotp.json" || f.filename() == "ulysses.json" || f.filename() == "pipeline.json";
     const std::vector<int> worlds = f.filename() == "lora_opt.json" ? std::vector<int>{1, 2}
                                     : group_of_two                  ? std::vector<int>{2, 4}
                                                                     : std::vector<int>{1, 2, 4};
@@ -36,7 +38,8 @@ TEST(Examples, AllLoadWithoutWarnings) {
         const Config c = load_config_file(f.string(), world);
         EXPECT_TRUE(c.warnings.empty()) << f << ": " << (c.warnings.empty() ? "" : c.warnings.front());
         EXPECT_EQ(c.train_batch_size, c.train_micro_batch_size_per_gpu * c.gradient_accumulation_steps * world /
-                                           c.parallel_sizes.autotp_size / c.parallel_sizes.sequence_parallel_size);
+                                           c.parallel_sizes.autotp_size / c.parallel_sizes.sequence_parallel_size /
+                                           c.parallel_sizes.pipeline_stages);
       } catch (const Error& e) {
         ADD_FAILURE() << f << " at world size " << world << ": " << e.what();
       }

@@ -168,19 +168,7 @@ TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
         a.step();
       }
     a.save_checkpoint(dir.string());
-    if (a.rank() == 0) {  // the export is the whole model at the save
-      const std::string cmd = fmt::format("{}/tools/ds-zero-to-fp32 {} {} > {} 2>&1", DS_BINARY_DIR, dir.string(),
-                                          (dir / "export").string(), (dir / "export.log").string());
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-      format::SafetensorsFile f((dir / "export" / "model.safetensors").string());
-      for (const auto& [name, want] : at_save.params) {
-        const auto& info = f.at(name);
-        ASSERT_EQ(info.shape, want.sizes().vec()) << name;
-        torch::Tensor got = torch::empty(info.shape, torch::kFloat32);
-        f.read(info, got.data_ptr(), got.numel() * sizeof(float));
-        EXPECT_LE((got - want).abs().max().item<double>(), 1e-5) << "exported " << name;
-      }
-    }
+    if (a.rank() == 0) partest::expect_export_equals(dir.string(), at_save.params);  // the whole model at the save
     a.communicator().barrier();
   }
   // The same global batch (2 data-parallel ranks x micro 2 = samples 4k .. 4k+3) split another way.

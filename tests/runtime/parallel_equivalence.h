@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "format/safetensors.h"
 #include "models/gpt2.h"
 #include "models/pretrained.h"
 #include "models/token_data.h"
@@ -149,6 +151,23 @@ void train_like_reference(Engine& engine, const Reference& ref, int d, int dp, d
     const double want = ref.losses[d][step];
     EXPECT_LE(std::abs(engine.last_loss() - want), tolerance * std::abs(want))
         << what << " step " << step << ": engine " << engine.last_loss() << " vs reference " << want;
+  }
+}
+
+// Runs ds-zero-to-fp32 on checkpoint `dir` (its `latest`, or `tag`) into <dir>/export and expects
+// the whole model there: every parameter of `want` with its shape, within 1e-5.
+inline void expect_export_equals(const std::string& dir, const std::map<std::string, torch::Tensor>& want,
+                                 const std::string& tag = "") {
+  const std::string cmd = fmt::format("{}/tools/ds-zero-to-fp32 {} {}/export{} > {}/export.log 2>&1", DS_BINARY_DIR, dir,
+                                      dir, tag.empty() ? "" : " --tag " + tag, dir);
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  format::SafetensorsFile f(dir + "/export/model.safetensors");
+  for (const auto& [name, param] : want) {
+    const auto& info = f.at(name);
+    ASSERT_EQ(info.shape, param.sizes().vec()) << name;
+    torch::Tensor got = torch::empty(info.shape, torch::kFloat32);
+    f.read(info, got.data_ptr(), got.numel() * sizeof(float));
+    EXPECT_LE((got - param).abs().max().item<double>(), 1e-5) << "exported " << name;
   }
 }
 
