@@ -153,6 +153,20 @@ void read_span(SliceReader& reader, const std::string& state, const ParamEntry& 
   if (!direct) dst.copy_(host);
 }
 
+// The 1-bit optimizers' error buffers, one set per rank: restored at the world size they were saved
+// at; elsewhere their ranks' shares do not exist any more, so they restart from zero (DeepSpeed resets
+// them on every load).
+constexpr const char* kOneBitErrors = "onebit_errors";
+
+void restore_rank_private(const EngineStates& p, SliceReader& reader, const Manifest& m) {
+  if (!p.optimizer || !p.optimizer->compressed()) return;
+  torch::Tensor saved;
+  if (m.dp_world_size == p.comm.size()) saved = reader.rank_private(p.comm.rank(), kOneBitErrors);
+  if (!p.optimizer->load_rank_state(saved))
+    log::info("load_checkpoint: the {} error buffers restart from zero (saved at world {}, loaded at world {})",
+              to_string(p.optimizer->type()), m.dp_world_size, p.comm.size());
+}
+
 void check_tag_agreement(const EngineStates& p, const std::string& tag) {
   if (p.comm.size() == 1 || p.config.checkpoint.tag_validation == TagValidation::Ignore) return;
   const int64_t digest = static_cast<int64_t>(tag_digest(tag) >> 1);
@@ -211,7 +225,12 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
     }
     // Stage 0 replicas are identical: data-parallel rank 0 writes the pieces, every rank its RNG state.
     const bool pieces = p.states.partitioned() || (p.data ? p.data->rank() : rank) == 0;
-    checksums[name] = write_rank_file(file, local, pieces, cpu_rng_state(), rank, world);
+    std::vector<std::pair<std::string, torch::Tensor>> private_tensors;
+    if (p.optimizer) {
+      if (torch::Tensor errors = p.optimizer->rank_state(); errors.defined())
+        private_tensors.emplace_back(kOneBitErrors, errors);
+    }
+    checksums[name] = write_rank_file(file, local, pieces, cpu_rng_state(), rank, world, private_tensors);
   }
   crash_point("rank_file");
   if (rank == 0) {
@@ -450,6 +469,7 @@ std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const 
       torch::Tensor rng = reader.rng_state(p.comm.rank() % m.dp_world_size);
       if (rng.defined()) set_cpu_rng_state(rng);
     }
+    if (with_states) restore_rank_private(p, reader, m);
   } catch (...) {
     error = std::current_exception();
   }

@@ -37,7 +37,8 @@ const void* host_data(const torch::Tensor& t, std::vector<torch::Tensor>& keep) 
 }  // namespace
 
 FileChecksums write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
-                              const torch::Tensor& rng_state, int rank, int world) {
+                              const torch::Tensor& rng_state, int rank, int world,
+                              const std::vector<std::pair<std::string, torch::Tensor>>& private_tensors) {
   SafetensorsWriter w(path);
   w.set_metadata("format", "deepspeed.cpp rank states");
   w.set_metadata("rank", std::to_string(rank));
@@ -56,6 +57,8 @@ FileChecksums write_rank_file(const std::string& path, const LocalStates& local,
     }
   }
   if (rng_state.defined()) w.add("rng_state/cpu", StDtype::U8, {rng_state.numel()}, host_data(rng_state, keep));
+  for (const auto& [name, t] : private_tensors)
+    w.add("private/" + name, st_dtype_of(t.scalar_type()), {t.numel()}, host_data(t, keep));
   w.commit();
   return w.checksums();
 }
@@ -184,6 +187,15 @@ torch::Tensor SliceReader::rng_state(int rank) {
   const TensorInfo* info = f.find("rng_state/cpu");
   if (!info || info->dtype != StDtype::U8) return {};
   torch::Tensor t = torch::empty({info->numel()}, torch::kUInt8);
+  f.read(*info, t.data_ptr(), info->nbytes());
+  return t;
+}
+
+torch::Tensor SliceReader::rank_private(int rank, const std::string& name) {
+  const SafetensorsFile& f = file(rank);
+  const TensorInfo* info = f.find("private/" + name);
+  if (!info) return {};
+  torch::Tensor t = torch::empty({info->numel()}, scalar_type_of(info->dtype));
   f.read(*info, t.data_ptr(), info->nbytes());
   return t;
 }

@@ -35,9 +35,12 @@ torch::ScalarType scalar_type_of(format::StDtype d);
 
 // The writers below return the file's checksums (for the manifest), computed as it was written.
 
-// Writes this rank's pieces (when `with_pieces`) and `rng_state` (a uint8 tensor) to `path`.
+// Writes this rank's pieces (when `with_pieces`), `rng_state` (a uint8 tensor) and `private_tensors`
+// (state that differs per rank and is not a piece of a parameter: the 1-bit optimizers' error
+// buffers) to `path`.
 format::FileChecksums write_rank_file(const std::string& path, const LocalStates& local, bool with_pieces,
-                              const torch::Tensor& rng_state, int rank, int world);
+                              const torch::Tensor& rng_state, int rank, int world,
+                              const std::vector<std::pair<std::string, torch::Tensor>>& private_tensors = {});
 // The same file for state that lives in swap files (ZeRO-Infinity): pieces are cut at sub-group
 // boundaries too and each sub-group is read (`read`, into 1 + state_names.size() buffers of
 // span.numel floats) just before its pieces are written, so RAM holds one sub-group at a time.
@@ -80,6 +83,8 @@ class SliceReader {
   void read(const std::string& state, const ParamEntry& param, int64_t offset, int64_t n, float* dst);
   // Rank r's saved RNG state (undefined tensor when that file has none).
   torch::Tensor rng_state(int rank);
+  // Rank r's private tensor `name` (write_rank_file's private_tensors), undefined when absent.
+  torch::Tensor rank_private(int rank, const std::string& name);
   // A whole tensor of the model file into dst (same shape; converted to dst's dtype).
   void read_module_tensor(const std::string& name, torch::Tensor& dst);
 

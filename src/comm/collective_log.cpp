@@ -1,6 +1,7 @@
 // The ring of the last collectives (see collective_log.h).
 #include "comm/collective_log.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ds::comm {
@@ -27,6 +28,21 @@ std::string format_record(const CollectiveRecord& r) {
   return s.append(t);
 }
 
+int64_t wire_bytes(OpKind op, int64_t bytes, int world) noexcept {
+  if (world <= 1) return 0;
+  const int64_t p = world;
+  switch (op) {
+    case OpKind::AllReduce: return 2 * (p - 1) * bytes / p;
+    case OpKind::ReduceScatter:
+    case OpKind::AllGather:
+    case OpKind::AllToAll: return (p - 1) * bytes / p;
+    case OpKind::Broadcast: return bytes;
+    case OpKind::Barrier:
+    case OpKind::Split: return 0;
+  }
+  return 0;
+}
+
 CollectiveLog::CollectiveLog() : origin_(Clock::now()) {}
 
 double CollectiveLog::since_origin(Clock::time_point t) const {
@@ -34,9 +50,14 @@ double CollectiveLog::since_origin(Clock::time_point t) const {
 }
 
 uint64_t CollectiveLog::begin(OpKind op, int64_t bytes, ElemType type, ReduceOp reduce,
-                              std::string_view tag) {
+                              std::string_view tag, int64_t wire) {
   std::lock_guard lock(mu_);
   const uint64_t seq = next_seq_++;
+  auto it = std::find_if(totals_.begin(), totals_.end(), [&](const ByteTotals& t) { return t.op == op && t.tag == tag; });
+  if (it == totals_.end()) it = totals_.insert(totals_.end(), ByteTotals{op, std::string(tag)});
+  it->calls += 1;
+  it->bytes += bytes;
+  it->wire_bytes += wire;
   Slot& slot = ring_[seq % kCapacity];
   const auto now = Clock::now();
   slot.rec = CollectiveRecord{seq, op, bytes, type, reduce, std::string(tag), CollectiveState::Queued,
@@ -90,6 +111,19 @@ std::string CollectiveLog::format() const {
 uint64_t CollectiveLog::last_seq() const {
   std::lock_guard lock(mu_);
   return next_seq_ - 1;
+}
+
+std::vector<ByteTotals> CollectiveLog::totals() const {
+  std::lock_guard lock(mu_);
+  return totals_;
+}
+
+int64_t CollectiveLog::sum_wire_bytes(std::string_view tag_prefix) const {
+  std::lock_guard lock(mu_);
+  int64_t sum = 0;
+  for (const auto& t : totals_)
+    if (std::string_view(t.tag).substr(0, tag_prefix.size()) == tag_prefix) sum += t.wire_bytes;
+  return sum;
 }
 
 }  // namespace ds::comm

@@ -30,6 +30,22 @@ struct CollectiveRecord {
   double duration_s = 0; // running time so far (Running) or in total (Done / Failed)
 };
 
+// Running byte counts of one (op, tag) pair since the log was created. wire_bytes
+// is what this rank sends under the bandwidth-optimal algorithm for world size p (the nccl-tests
+// "bus bytes" model): all_reduce 2(p-1)/p of the buffer, reduce_scatter / all_gather / all_to_all
+// (p-1)/p of the full buffer, broadcast the buffer, nothing at world size 1. Compression is compared
+// on it: it counts what crosses the link, whatever the collective.
+struct ByteTotals {
+  OpKind op = OpKind::Barrier;
+  std::string tag;
+  int64_t calls = 0;
+  int64_t bytes = 0;       // payload, as CollectiveRecord::bytes
+  int64_t wire_bytes = 0;
+};
+
+// The wire bytes of one collective of `bytes` payload over `world` ranks (see ByteTotals).
+int64_t wire_bytes(OpKind op, int64_t bytes, int world) noexcept;
+
 // "#12 all_reduce sum 64 MiB fp32 tag=grads done 0.041 s"
 std::string format_record(const CollectiveRecord& r);
 
@@ -40,7 +56,8 @@ class CollectiveLog {
   CollectiveLog();
 
   // Records a new collective (state Queued) and returns its sequence number.
-  uint64_t begin(OpKind op, int64_t bytes, ElemType type, ReduceOp reduce, std::string_view tag);
+  // `wire` (see ByteTotals) is added to the totals of (op, tag).
+  uint64_t begin(OpKind op, int64_t bytes, ElemType type, ReduceOp reduce, std::string_view tag, int64_t wire = 0);
   void mark_running(uint64_t seq);
   void finish(uint64_t seq, bool ok);
 
@@ -49,6 +66,11 @@ class CollectiveLog {
   // One line per record, oldest first (what the watchdog prints).
   std::string format() const;
   uint64_t last_seq() const;  // 0 before the first collective
+
+  // Byte totals per (op, tag), in order of first use; sum_wire_bytes adds those whose tag starts with
+  // `tag_prefix` (all for "").
+  std::vector<ByteTotals> totals() const;
+  int64_t sum_wire_bytes(std::string_view tag_prefix = {}) const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -63,6 +85,7 @@ class CollectiveLog {
   Clock::time_point origin_;
   std::array<Slot, kCapacity> ring_{};
   uint64_t next_seq_ = 1;
+  std::vector<ByteTotals> totals_;  // few distinct tags: a linear search is the cheap map
 };
 
 }  // namespace ds::comm

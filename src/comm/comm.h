@@ -3,6 +3,7 @@
 #pragma once
 
 #include "comm/communicator.h"
+#include "comm/compressed_allreduce.h"
 #include "comm/gradients.h"
 #include "comm/kernels.h"
 #include "comm/make_communicator.h"

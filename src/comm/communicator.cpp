@@ -47,7 +47,7 @@ Communicator::~Communicator() = default;
 
 Work Communicator::submit(Collective c, std::string_view tag) {
   const int64_t bytes = c.kind == OpKind::AllGather || c.kind == OpKind::Broadcast ? c.out.bytes() : c.in.bytes();
-  c.seq = log_.begin(c.kind, bytes, c.out.type, c.op, tag);
+  c.seq = log_.begin(c.kind, bytes, c.out.type, c.op, tag, wire_bytes(c.kind, bytes, size()));
   return launch(c);
 }
 

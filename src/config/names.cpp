@@ -22,6 +22,9 @@ std::string to_string(OptimizerType t) {
     case OptimizerType::Adagrad: return "Adagrad";
     case OptimizerType::Lamb: return "Lamb";
     case OptimizerType::Lion: return "Lion";
+    case OptimizerType::OneBitAdam: return "OneBitAdam";
+    case OptimizerType::ZeroOneAdam: return "ZeroOneAdam";
+    case OptimizerType::OneBitLamb: return "OneBitLamb";
   }
   return "?";
 }

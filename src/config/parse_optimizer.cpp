@@ -1,5 +1,6 @@
 // The "optimizer" section (reference §9.1): type name resolution as DeepSpeed does it, per-type
 // params with their constructor defaults, and DeepSpeed's rejections (max_grad_norm, AMSGrad).
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -10,8 +11,8 @@ namespace ds::config_detail {
 namespace {
 
 constexpr const char* kAllowedTypes =
-    "Adam, AdamW, Adagrad, Lamb, Lion (any case, as DeepSpeed lower-cases them) or SGD (exact case, a "
-    "torch.optim name)";
+    "Adam, AdamW, Adagrad, Lamb, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb (any case, as DeepSpeed lower-cases "
+    "them) or SGD (exact case, a torch.optim name)";
 
 OptimizerType parse_type(const Json* v, Source src) {
   const std::string path = "optimizer.type";
@@ -26,12 +27,15 @@ OptimizerType parse_type(const Json* v, Source src) {
                                                              {"adamw", OptimizerType::AdamW},
                                                              {"adagrad", OptimizerType::Adagrad},
                                                              {"lamb", OptimizerType::Lamb},
-                                                             {"lion", OptimizerType::Lion}};
+                                                             {"lion", OptimizerType::Lion},
+                                                             {"onebitadam", OptimizerType::OneBitAdam},
+                                                             {"zerooneadam", OptimizerType::ZeroOneAdam},
+                                                             {"onebitlamb", OptimizerType::OneBitLamb}};
   for (const auto& [n, t] : kDs) {
     if (l == n) return t;
   }
   if (name == "SGD") return OptimizerType::SGD;
-  for (const char* n : {"onebitadam", "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd", "muon"}) {
+  for (const char* n : {"muadam", "muadamw", "musgd", "muon"}) {
     if (l == n) {
       throw ConfigError(path, "\"" + name + "\" is a DeepSpeed optimizer that deepspeed.cpp does not implement yet; use " +
                                   kAllowedTypes);
@@ -61,8 +65,57 @@ void read_betas(SectionReader& p, std::array<double, 2>& betas) {
   p.ctx().record(p.key_path("betas"), Json(betas), src);
 }
 
+// The 1-bit family's own keys (DeepSpeed's OnebitAdam / ZeroOneAdam / OnebitLamb constructors).
+void read_onebit_params(SectionReader& p, OptimizerType type, OptimizerParams& o) {
+  using T = OptimizerType;
+  p.read("bias_correction", o.bias_correction);
+  p.read("eps_inside_sqrt", o.eps_inside_sqrt);
+  p.read("cuda_aware", o.cuda_aware);
+  if (p.read("comm_backend_name", o.comm_backend_name)) {
+    static const char* kBackends[] = {"nccl", "mpi", "hccl", "compressed"};
+    if (std::find(std::begin(kBackends), std::end(kBackends), o.comm_backend_name) == std::end(kBackends)) {
+      throw ConfigError(p.key_path("comm_backend_name"),
+                        "\"" + o.comm_backend_name + "\" is not one of DeepSpeed's 1-bit backends (nccl, mpi, hccl, "
+                        "compressed); deepspeed.cpp runs the exchange over the engine's communicator either way");
+    }
+  }
+  if (p.read("amsgrad", o.amsgrad) && o.amsgrad) {
+    throw ConfigError(p.key_path("amsgrad"), "true is not supported: " + to_string(type) +
+                                                 " does not support the AMSGrad variant (DeepSpeed raises the same)");
+  }
+  if (type == T::OneBitAdam || type == T::OneBitLamb) p.read("freeze_step", o.freeze_step, kNonNegative);
+  if (type == T::ZeroOneAdam) {
+    p.read("var_freeze_step", o.var_freeze_step, kNonNegative);
+    p.read("var_update_scaler", o.var_update_scaler, kPositive);
+    p.read("local_step_scaler", o.local_step_scaler, kPositive);
+    p.read("local_step_clipper", o.local_step_clipper, kPositive);
+  }
+  if (type == T::OneBitLamb) {
+    p.read("max_coeff", o.max_coeff, kNonNegativeReal);
+    p.read("min_coeff", o.min_coeff, kNonNegativeReal);
+    p.read("coeff_beta", o.coeff_beta, kUnitInterval);
+    p.read("factor_max", o.factor_max, kNonNegativeReal);
+    p.read("factor_min", o.factor_min, kNonNegativeReal);
+    p.read("factor_threshold", o.factor_threshold, kNonNegativeReal);
+    if (o.min_coeff > o.max_coeff)
+      throw ConfigError(p.key_path("min_coeff"), "min_coeff " + Json(o.min_coeff).dump() + " exceeds max_coeff " +
+                                                     Json(o.max_coeff).dump());
+    if (o.factor_min > o.factor_max)
+      throw ConfigError(p.key_path("factor_min"), "factor_min " + Json(o.factor_min).dump() + " exceeds factor_max " +
+                                                      Json(o.factor_max).dump());
+  }
+}
+
 void read_params(SectionReader& p, OptimizerType type, OptimizerParams& o) {
   using T = OptimizerType;
+  if (is_onebit(type)) {
+    p.read("lr", o.lr, kNonNegativeReal);
+    p.read("weight_decay", o.weight_decay, kNonNegativeReal);
+    read_betas(p, o.betas);
+    p.read("eps", o.eps, kNonNegativeReal);
+    read_onebit_params(p, type, o);
+    return;
+  }
   const bool adam = type == T::Adam || type == T::AdamW, lamb = type == T::Lamb;
   p.read("lr", o.lr, kNonNegativeReal);
   p.read("weight_decay", o.weight_decay, kNonNegativeReal);

@@ -50,7 +50,10 @@ int64_t nvme_optimizer_buffers_needed(const OffloadOptimizerConfig& off, const O
   switch (opt.type) {
     case OptimizerType::Adam:
     case OptimizerType::AdamW:
-    case OptimizerType::Lamb: states = 2; break;
+    case OptimizerType::Lamb:
+    case OptimizerType::OneBitAdam:
+    case OptimizerType::ZeroOneAdam:
+    case OptimizerType::OneBitLamb: states = 2; break;
     case OptimizerType::Adagrad:
     case OptimizerType::Lion: states = 1; break;
     case OptimizerType::SGD: states = opt.params.momentum != 0.0 ? 1 : 0; break;

@@ -39,6 +39,30 @@ void warn_about_fp16_scales(ParseContext& ctx, const Config& cfg) {
   }
 }
 
+// The 1-bit family: DeepSpeed asserts they run without ZeRO and warns outside fp16.
+void validate_onebit(ParseContext& ctx, const Config& cfg) {
+  const OptimizerConfig& o = *cfg.optimizer;
+  const std::string name = o.type == OptimizerType::OneBitAdam    ? "1-bit Adam"
+                           : o.type == OptimizerType::ZeroOneAdam ? "0/1 Adam"
+                                                                  : "1-bit Lamb";
+  if (cfg.zero_optimization.stage > 0) {
+    throw ConfigError("zero_optimization.stage",
+                      std::to_string(cfg.zero_optimization.stage) + " with optimizer " + to_string(o.type) + ": " +
+                          name + " is not compatible with ZeRO (it compresses the data-parallel exchange of whole "
+                          "momenta, which ZeRO partitions); use stage 0");
+  }
+  if (!cfg.fp16.enabled) ctx.warn("optimizer.type: Currently the convergence of " + name + " is only verified under FP16");
+  // 1-bit Adam/Lamb compress only after their warm-up; 0/1 Adam takes local steps only after it.
+  const int64_t freeze = o.type == OptimizerType::ZeroOneAdam ? o.params.var_freeze_step : o.params.freeze_step;
+  const char* key = o.type == OptimizerType::ZeroOneAdam ? "var_freeze_step" : "freeze_step";
+  if (cfg.scheduler && cfg.scheduler->params.total_num_steps > 0 && freeze >= cfg.scheduler->params.total_num_steps) {
+    ctx.warn(fmt::format("optimizer.params.{}: {} is not below the schedule's total_num_steps {}: {}", key, freeze,
+                         cfg.scheduler->params.total_num_steps,
+                         o.type == OptimizerType::ZeroOneAdam ? "the variance never freezes, so local steps never begin"
+                                                              : "the whole run stays in the uncompressed warm-up"));
+  }
+}
+
 }  // namespace
 
 void validate_config(ParseContext& ctx, Config& cfg) {
@@ -69,6 +93,7 @@ void validate_config(ParseContext& ctx, Config& cfg) {
       throw ConfigError("fp16.loss_scale", Json(cfg.fp16.loss_scale).dump() +
                                                ": the Lamb optimizer requires dynamic loss scaling (set loss_scale to 0)");
     }
+    if (is_onebit(t)) validate_onebit(ctx, cfg);
     // DeepSpeed's ZeRO-supported list: Adam, AdamW, Adagrad, Lion; others need an explicit opt-in.
     const bool zero_tested = t == OptimizerType::Adam || t == OptimizerType::AdamW || t == OptimizerType::Adagrad ||
                              t == OptimizerType::Lion;

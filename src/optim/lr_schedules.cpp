@@ -20,6 +20,9 @@ bool has_betas(OptimizerType t) {
     case OptimizerType::AdamW:
     case OptimizerType::Lamb:
     case OptimizerType::Lion:
+    case OptimizerType::OneBitAdam:
+    case OptimizerType::ZeroOneAdam:
+    case OptimizerType::OneBitLamb:
       return true;
     case OptimizerType::SGD:
     case OptimizerType::Adagrad:

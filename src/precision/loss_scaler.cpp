@@ -232,7 +232,10 @@ double combined_unscale_factor(double loss_scale, double clip, double total_norm
 
 std::unique_ptr<LossScaler> make_loss_scaler(const Config& c, bool zero) {
   if (!c.fp16.enabled) return make_unit_loss_scaler();
-  const bool fused = !c.optimizer || c.optimizer->type == OptimizerType::Adam || c.optimizer->type == OptimizerType::AdamW;
+  // DeepSpeed: FP16_Optimizer for its fused Adam and for 1-bit / 0/1 Adam, FP16_UnfusedOptimizer otherwise.
+  const OptimizerType t = c.optimizer ? c.optimizer->type : OptimizerType::Adam;
+  const bool fused = t == OptimizerType::Adam || t == OptimizerType::AdamW || t == OptimizerType::OneBitAdam ||
+                     t == OptimizerType::ZeroOneAdam;
   return make_loss_scaler(c.fp16, zero ? ScalerFlavor::Zero : fused ? ScalerFlavor::FusedFp16 : ScalerFlavor::UnfusedFp16);
 }
 

@@ -116,7 +116,8 @@ void Engine::step() {
 
 void Engine::take_model_step() {
   if (step_in_flight_) return publish_overlapped_step();
-  p_->states->reduce_gradients();
+  // A 1-bit optimizer past its warm-up exchanges compressed momenta instead of gradients.
+  if (p_->optimizer->wants_reduced_gradients()) p_->states->reduce_gradients();
   precision::GradientSpans grads = p_->states->gradient_spans();
   if (p_->tensor_parallel) p_->tensor_parallel->annotate(grads);  // the norm counts TP slices across the group
   annotate_gradients(grads);

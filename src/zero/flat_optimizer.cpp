@@ -11,11 +11,13 @@
 #include "optim/lion.h"
 #include "optim/sgd.h"
 #include "util/error.h"
+#include "util/logging.h"
 
 namespace ds::zero {
 namespace {
 
 std::vector<std::string> state_names_for(OptimizerType t, const OptimizerParams& p) {
+  if (is_onebit(t)) return optim::compressed_state_names(t);
   switch (t) {
     case OptimizerType::Adam:
     case OptimizerType::AdamW:
@@ -23,6 +25,7 @@ std::vector<std::string> state_names_for(OptimizerType t, const OptimizerParams&
     case OptimizerType::SGD: return p.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
     case OptimizerType::Adagrad: return {"sum"};
     case OptimizerType::Lion: return {"exp_avg"};
+    default: break;
   }
   return {};
 }
@@ -33,9 +36,21 @@ float* f32(const torch::Tensor& t) { return t.data_ptr<float>(); }
 
 FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                              const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
-                             MemoryLedger& ledger, Tier tier, KernelCalls calls, MasterPlacement placement)
+                             MemoryLedger& ledger, Tier tier, KernelCalls calls, MasterPlacement placement,
+                             comm::Communicator* data_parallel)
     : config_(config), calls_(calls), sub_group_size_(placement.sub_group_size) {
   DS_ASSERT(layout.size() == storage.size(), "one storage tensor per flat group");
+  if (is_onebit(config.type)) {
+    DS_ASSERT(data_parallel != nullptr, "the 1-bit optimizers need the data-parallel communicator");
+    DS_CHECK(!placement.nvme && tier != Tier::Cpu, NotSupported,
+             "optimizer.type: " + to_string(config.type) + " runs without ZeRO and without offload");
+    std::vector<std::vector<optim::ParamSpan>> params;
+    for (const FlatGroup& fg : layout) {
+      params.emplace_back();
+      for (const auto& s : fg.slots) params.back().push_back({s.offset, s.numel});
+    }
+    compressed_ = optim::make_compressed_optimizer(config, *data_parallel, params);
+  }
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < layout.size(); ++i) {
     const FlatGroup& fg = layout[i];
@@ -74,6 +89,7 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
     groups_.push_back(std::move(g));
   }
   if (!groups_.empty()) state_names_ = state_names_for(config.type, groups_.front().hp);
+  if (compressed_) ledger.add(tier, MemKind::OptimizerState, compressed_->held_bytes());  // error buffers
   if (placement.nvme) setup_swapper(storage, placement, ledger);
   // Validate hyperparameters now (the kernels' from_config throw ConfigError), not at step 1.
   for (auto& g : groups_) {
@@ -97,13 +113,49 @@ void FlatOptimizer::step(const std::vector<torch::Tensor>& grads, const MasterSi
     step_swapped(grads, sink);
     return;
   }
+  if (compressed_) {
+    step_compressed(grads);
+    if (sink)
+      for (size_t i = 0; i < groups_.size(); ++i) sink(i, 0, groups_[i].master);
+    return;
+  }
   begin_step();
   for (size_t i = 0; i < groups_.size(); ++i) step_group(groups_[i], grads[i]);
   if (sink)
     for (size_t i = 0; i < groups_.size(); ++i) sink(i, 0, groups_[i].master);
 }
 
-void FlatOptimizer::begin_step() { ++steps_; }
+void FlatOptimizer::begin_step() {
+  DS_ASSERT(!compressed_, "the 1-bit optimizers step all groups at once (step), never by range");
+  ++steps_;
+}
+
+void FlatOptimizer::step_compressed(const std::vector<torch::Tensor>& grads) {
+  ++steps_;
+  std::vector<optim::CompressedGroup> views;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    Group& g = groups_[i];
+    optim::CompressedGroup v;
+    v.param = f32(g.master);
+    v.grad = grads[i].data_ptr<float>();
+    v.exp_avg = f32(g.state.at("exp_avg"));
+    v.exp_avg_sq = f32(g.state.at("exp_avg_sq"));
+    if (auto it = g.state.find("exp_avg_sq_fresh"); it != g.state.end()) v.exp_avg_sq_fresh = f32(it->second);
+    v.numel = g.numel;
+    v.lr = g.hp.lr;
+    v.weight_decay = g.hp.weight_decay;
+    v.beta1 = g.hp.betas[0];
+    v.beta2 = g.hp.betas[1];
+    v.eps = g.hp.eps;
+    views.push_back(v);
+  }
+  compressed_->step(views);
+  if (compressed_->phase() != compressed_phase_) {
+    if (!compressed_phase_.empty())
+      log::info("{}: {} from step {} on", to_string(config_.type), compressed_->phase(), compressed_->steps() + 1);
+    compressed_phase_ = compressed_->phase();
+  }
+}
 
 void FlatOptimizer::step_range(size_t gi, int64_t begin, int64_t end, const torch::Tensor& grad) {
   DS_ASSERT(gi < groups_.size() && 0 <= begin && begin <= end && end <= groups_[gi].master.numel() &&
@@ -180,6 +232,7 @@ void FlatOptimizer::step_span(Group& g, const float* grad, int64_t off, int64_t 
       optim::lion_update(p, gr, state("exp_avg"), n, h);
       break;
     }
+    default: DS_ASSERT(false, "the 1-bit optimizers step in step_compressed");
   }
 }
 

@@ -23,7 +23,9 @@
 #include "config/zero_config.h"
 #include "config/zero_plan.h"
 #include "offload/optimizer_swapper.h"
+#include "comm/communicator.h"
 #include "optim/adam.h"
+#include "optim/compressed_optimizer.h"
 #include "util/memory_ledger.h"
 #include "zero/flat_params.h"
 
@@ -63,10 +65,12 @@ class FlatOptimizer {
  public:
   // `storage[g]` holds group g's parameters in the model dtype ([padded_numel]); the master copy is
   // made from it (or aliases it when fp32). With placement.read_params it may be undefined. `layout` gives the parameter segments (Lamb's norms).
+  // The 1-bit family (OneBitAdam, ZeroOneAdam, OneBitLamb) exchanges over `data_parallel`, which must
+  // then be given and outlive the optimizer; the others never communicate.
   FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                 const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
                 MemoryLedger& ledger, Tier tier, KernelCalls calls = KernelCalls::PerPartition,
-                MasterPlacement placement = {});
+                MasterPlacement placement = {}, comm::Communicator* data_parallel = nullptr);
 
   // Receives the updated fp32 master of [offset, offset + master.numel()) of group g: the whole
   // span in RAM, one sub-group at a time when swapped (valid only during the call).
@@ -81,6 +85,16 @@ class FlatOptimizer {
   void step_range(size_t g, int64_t begin, int64_t end, const torch::Tensor& fp32_grads);
 
   OptimizerType type() const { return config_.type; }
+  // Whether the gradients must be all-reduced before the next step (false while a 1-bit optimizer
+  // exchanges its momenta itself).
+  bool wants_reduced_gradients() const { return !compressed_ || compressed_->wants_reduced_gradients(); }
+  // The 1-bit family's per-rank error buffers as an fp32 tensor for this rank's checkpoint file
+  // (undefined for the others); load_rank_state restores them when they fit (same world size) and
+  // zeroes them otherwise (undefined: DeepSpeed's reset). Returns whether they were restored.
+  torch::Tensor rank_state() const;
+  bool load_rank_state(const torch::Tensor& saved);
+  // The 1-bit family's own state (phase, counters), or null for the others.
+  const optim::CompressedOptimizer* compressed() const { return compressed_.get(); }
   size_t num_groups() const { return groups_.size(); }
   int64_t step_count() const { return steps_; }
   // Checkpoints: the step count and Adam's fp32 beta powers, restored exactly on load.
@@ -138,6 +152,7 @@ class FlatOptimizer {
   void step_swapped(const std::vector<torch::Tensor>& fp32_grads, const MasterSink& sink);
   void step_group(Group& g, const torch::Tensor& grad);
   void step_span(Group& g, const float* grad, int64_t offset, int64_t n);
+  void step_compressed(const std::vector<torch::Tensor>& fp32_grads);
 
   OptimizerConfig config_;
   KernelCalls calls_;
@@ -149,6 +164,8 @@ class FlatOptimizer {
   std::vector<SubGroup> sub_groups_;                // swapped only
   std::unique_ptr<aio::AioEngine> aio_;             // swapped only
   std::unique_ptr<offload::OptimizerSwapper> swapper_;
+  std::unique_ptr<optim::CompressedOptimizer> compressed_;  // the 1-bit family only
+  std::string compressed_phase_;                            // logged when it changes
 };
 
 }  // namespace ds::zero

@@ -44,6 +44,11 @@ int optimizer_state_count(const Config& c) {
     case OptimizerType::SGD: return c.optimizer->params.momentum != 0.0 ? 1 : 0;
     case OptimizerType::Adagrad:
     case OptimizerType::Lion: return 1;
+    // The 1-bit family: both moments and a worker error buffer (+ the server's 1/p share, rounded
+    // up here); 0/1 Adam adds its momentum accumulator, 1-bit LAMB its fresh variance.
+    case OptimizerType::OneBitAdam: return 3;
+    case OptimizerType::ZeroOneAdam:
+    case OptimizerType::OneBitLamb: return 4;
   }
   return 0;
 }

@@ -21,6 +21,7 @@ struct OptimizerInput {
   std::vector<GroupHyperparams> overrides;    // per param group
   bool pinned = false;                        // host buffers pinned (offload::HostMemoryPlan)
   int rank = 0;                               // in the data-parallel group (swap file names)
+  comm::Communicator* data_parallel = nullptr; // the 1-bit optimizers' exchange group
 };
 
 // nullptr when the config has no optimizer.

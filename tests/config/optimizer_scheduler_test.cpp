@@ -28,12 +28,12 @@ TEST(Optimizer, DeepSpeedNamesAreCaseInsensitiveTorchNamesAreNot) {
   EXPECT_EQ(with_optimizer(R"({"type": "SGD"})").optimizer->type, OptimizerType::SGD);
   EXPECT_EQ(optimizer_error(R"({"type": "sgd"})"),
             "optimizer.type: unknown optimizer \"sgd\" (torch.optim names are case-sensitive: did you mean \"SGD\"?); "
-            "allowed: Adam, AdamW, Adagrad, Lamb, Lion (any case, as DeepSpeed lower-cases them) or SGD (exact "
-            "case, a torch.optim name)");
+            "allowed: Adam, AdamW, Adagrad, Lamb, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb (any case, as DeepSpeed "
+            "lower-cases them) or SGD (exact case, a torch.optim name)");
 }
 
 TEST(Optimizer, UnimplementedAndUnknownTypes) {
-  for (const char* t : {"OneBitAdam", "ZeroOneAdam", "OneBitLamb", "MuAdam", "MuAdamW", "MuSGD"}) {
+  for (const char* t : {"MuAdam", "MuAdamW", "MuSGD"}) {
     EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "optimizer": {"type": ")" + std::string(t) + "\"}}",
                         "optimizer.type: \"" + std::string(t) + "\" is a DeepSpeed optimizer that deepspeed.cpp does "
                         "not implement yet");
@@ -43,6 +43,48 @@ TEST(Optimizer, UnimplementedAndUnknownTypes) {
   EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "optimizer": {"type": "Adamm"}})",
                       "optimizer.type: unknown optimizer \"Adamm\"; allowed: Adam, AdamW");
   EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "optimizer": {"params": {"lr": 0.1}}})", "optimizer.type: missing");
+}
+
+TEST(Optimizer, OneBitFamilyParamsDefaultsAndRefusals) {
+  EXPECT_EQ(with_optimizer(R"({"type": "OnebitAdam"})").optimizer->type, OptimizerType::OneBitAdam);
+  const Config a = with_optimizer(R"({"type": "OneBitAdam", "params": {"lr": 4e-4, "freeze_step": 23000,
+      "cuda_aware": false, "comm_backend_name": "nccl", "bias_correction": false, "weight_decay": 0.01}})");
+  EXPECT_EQ(a.optimizer->params.freeze_step, 23000);
+  EXPECT_DOUBLE_EQ(a.optimizer->params.weight_decay, 0.01);
+  const Config z = with_optimizer(R"({"type": "ZeroOneAdam", "params": {"var_freeze_step": 1000,
+      "var_update_scaler": 8, "local_step_scaler": 100, "local_step_clipper": 4}})");
+  EXPECT_EQ(z.optimizer->params.var_freeze_step, 1000);
+  EXPECT_EQ(z.optimizer->params.var_update_scaler, 8);
+  EXPECT_EQ(z.optimizer->params.local_step_scaler, 100);
+  EXPECT_EQ(z.optimizer->params.local_step_clipper, 4);
+  const Config l = with_optimizer(R"({"type": "onebitlamb", "params": {"max_coeff": 0.3, "min_coeff": 0.01,
+      "coeff_beta": 0.9, "factor_max": 4.0, "factor_min": 0.5, "factor_threshold": 0.1, "freeze_step": 10}})");
+  EXPECT_DOUBLE_EQ(l.optimizer->params.max_coeff, 0.3);
+  EXPECT_DOUBLE_EQ(l.optimizer->params.factor_min, 0.5);
+  const Config d = with_optimizer(R"({"type": "ZeroOneAdam"})");  // DeepSpeed's constructor defaults
+  EXPECT_EQ(d.optimizer->params.var_freeze_step, 100000);
+  EXPECT_EQ(d.optimizer->params.var_update_scaler, 16);
+  EXPECT_EQ(d.optimizer->params.local_step_scaler, 32678);
+  EXPECT_EQ(d.optimizer->params.local_step_clipper, 16);
+  EXPECT_EQ(d.optimizer->params.freeze_step, 100000);
+  EXPECT_TRUE(test::has_warning(d, "Currently the convergence of 0/1 Adam is only verified under FP16"));
+  // Keys of another member of the family are named, as DeepSpeed's constructor would reject them.
+  EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "optimizer": {"type": "OneBitAdam", "params": {"var_freeze_step": 5}}})",
+                      "optimizer.params.var_freeze_step", "OneBitAdam");
+  EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "optimizer": {"type": "OneBitAdam", "params": {"amsgrad": true}}})",
+                      "optimizer.params.amsgrad", "AMSGrad");
+  EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "optimizer": {"type": "OneBitAdam", "params": {"comm_backend_name": "gloo"}}})",
+                      "optimizer.params.comm_backend_name", "\"gloo\"");
+  EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "optimizer": {"type": "OneBitLamb", "params": {"factor_min": 5}}})",
+                      "optimizer.params.factor_min", "exceeds factor_max");
+  EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "zero_optimization": {"stage": 1}, "optimizer": {"type": "OneBitAdam"}})",
+                      "zero_optimization.stage: 1", "1-bit Adam is not compatible with ZeRO");
+  EXPECT_CONFIG_ERROR(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2}, "optimizer": {"type": "ZeroOneAdam"}})",
+                      "0/1 Adam is not compatible with ZeRO");
+  const Config w = test::load(R"({"train_batch_size": 8, "fp16": {"enabled": true}, "optimizer": {"type": "OneBitAdam",
+      "params": {"freeze_step": 500}}, "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 400}}})");
+  EXPECT_TRUE(test::has_warning(w, "optimizer.params.freeze_step: 500 is not below the schedule's total_num_steps 400"));
+  EXPECT_FALSE(test::has_warning(w, "only verified under FP16"));
 }
 
 TEST(Optimizer, AdamParamsAndDecoupledWeightDecay) {

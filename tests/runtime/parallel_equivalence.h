@@ -22,6 +22,7 @@
 #include "models/gpt2.h"
 #include "models/pretrained.h"
 #include "models/token_data.h"
+#include "zero/dtype_plan.h"
 
 namespace ds::partest {
 

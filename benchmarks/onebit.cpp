@@ -1,0 +1,164 @@
+// onebit: the 1-bit optimizers against their uncompressed counterparts at world 2 (real MPI ranks):
+// GPT-2 tiny on the default corpus, the same samples for every run, and the bytes each rank sends
+// for its data-parallel exchange, from the collective log (bandwidth-optimal "wire bytes").
+//
+//   ./build/benchmarks/onebit                   # drives: mpirun -np 2 <self> --worker --type T
+//   ./build/benchmarks/onebit --world 4 --steps 300
+//
+// Ends with
+//   BENCH onebit_wire_bytes ours=<1-bit Adam bytes/step, compressed> ref=<Adam's fp32 gradient all-reduce bytes/step> unit=bytes ratio=..
+//   BENCH onebit_adam_loss ours=<OneBitAdam final loss> ref=<Adam> unit=loss ratio=..
+//   BENCH zero_one_adam_loss ours=<ZeroOneAdam final loss> ref=<Adam> unit=loss ratio=..
+//   BENCH onebit_lamb_loss ours=<OneBitLamb final loss> ref=<Lamb> unit=loss ratio=..
+// (final loss: the mean of the last 20 steps' losses over the ranks). On one machine the ranks talk
+// through shared memory, where fewer bytes buy little time: the step times are printed, not claimed.
+#include <deepspeed/deepspeed.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_engine.h"
+#include "comm/comm.h"
+#include "models/gpt2.h"
+#include "models/token_data.h"
+#include "zero/flat_optimizer.h"
+
+namespace {
+
+struct Options {
+  int world = 2;
+  int steps = 300, freeze = 100;  // freeze_step / var_freeze_step
+  int64_t micro = 4, seq = 64;
+  std::string type = "Adam", corpus = "data/devils_dictionary.txt";
+};
+
+struct Result {
+  std::string type;
+  double final_loss = 0, onebit_bytes_per_step = 0, grad_bytes_per_step = 0, warm_s = 0, compressed_s = 0;
+};
+
+std::string optimizer_json(const Options& o) {
+  if (o.type == "Adam" || o.type == "Lamb")
+    return fmt::format(R"({{"type": "{}", "params": {{"lr": 1e-3, "weight_decay": 0.01}}}})", o.type);
+  if (o.type == "ZeroOneAdam")
+    return fmt::format(R"({{"type": "ZeroOneAdam", "params": {{"lr": 1e-3, "weight_decay": 0.01, "var_freeze_step": {},
+        "var_update_scaler": 16, "local_step_scaler": 1000, "local_step_clipper": 4}}}})", o.freeze);
+  return fmt::format(R"({{"type": "{}", "params": {{"lr": 1e-3, "weight_decay": 0.01, "freeze_step": {}}}}})", o.type,
+                     o.freeze);
+}
+
+ds::models::TokenDataset corpus(const Options& o) {
+  std::ifstream f(o.corpus);
+  std::stringstream text;
+  if (f) text << f.rdbuf();
+  else  // no corpus fetched: a repetitive text still shows the curves' relation
+    for (int i = 0; i < 4000; ++i) text << "a stitch in time saves nine " << (i * 37 % 101) << ". ";
+  return ds::models::TokenDataset::from_text(text.str());
+}
+
+Result run(const Options& o) {
+  auto cfg = ds::load_config_text(fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
+      "gradient_clipping": 1.0, "optimizer": {}}})", o.micro, optimizer_json(o)), o.world, "<onebit bench>");
+  torch::manual_seed(1234);
+  auto c = ds::models::GPT2Config::preset("tiny");
+  c.vocab_size = 256;
+  c.n_positions = o.seq;
+  auto engine = ds::initialize(ds::models::GPT2(c).ptr(), std::move(cfg));
+  auto data = corpus(o);
+  ds::models::BatchSampler sampler(data, o.seq, 7);
+  auto& dp = engine.topology().data();
+  const int d = dp.rank(), world = dp.size();
+  std::vector<double> losses;
+  double warm_s = 0, compressed_s = 0;
+  int warm_steps = 0, compressed_steps = 0;
+  for (int step = 0; step < o.steps; ++step) {
+    const bool compressed = !engine.optimizer()->wants_reduced_gradients();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto b = sampler.batch((int64_t{step} * world + d) * o.micro, o.micro);
+    engine.backward(engine.forward(b.inputs, b.targets));
+    engine.step();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    (compressed ? compressed_s : warm_s) += s;
+    (compressed ? compressed_steps : warm_steps) += 1;
+    losses.push_back(engine.last_loss());
+  }
+  double tail = 0;
+  const int last = std::min<int>(20, int(losses.size()));
+  for (int i = int(losses.size()) - last; i < int(losses.size()); ++i) tail += losses[size_t(i)];
+  tail /= last;
+  dp.all_reduce(ds::comm::Buffer(&tail, 1), ds::comm::ReduceOp::Sum, "bench_loss");
+  Result r;
+  r.type = o.type;
+  r.final_loss = tail / world;
+  int64_t grad_calls_bytes = 0;
+  for (const auto& t : dp.collective_log().totals())
+    if (t.tag == "allreduce_gradients") grad_calls_bytes += t.wire_bytes;
+  r.onebit_bytes_per_step = compressed_steps ? double(dp.collective_log().sum_wire_bytes("onebit_")) / compressed_steps : 0;
+  r.grad_bytes_per_step = warm_steps ? double(grad_calls_bytes) / warm_steps : 0;
+  r.warm_s = warm_steps ? warm_s / warm_steps : 0;
+  r.compressed_s = compressed_steps ? compressed_s / compressed_steps : 0;
+  if (engine.rank() == 0)
+    std::printf("RESULT %s %.6f %.1f %.1f %.6f %.6f\n", r.type.c_str(), r.final_loss, r.onebit_bytes_per_step,
+                r.grad_bytes_per_step, r.warm_s, r.compressed_s);
+  return r;
+}
+
+Result launch(Options o, const std::string& type, const std::string& self) {
+  const std::string cmd = ds::bench::mpirun_prefix(o.world) + self +
+                          fmt::format(" --worker --world {} --type {} --steps {} --freeze {} --micro {} --seq {} "
+                                      "--corpus {} 2>&1",
+                                      o.world, type, o.steps, o.freeze, o.micro, o.seq, o.corpus);
+  Result r;
+  char name[64] = {0};
+  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %63s %lf %lf %lf %lf %lf", name, &r.final_loss,
+              &r.onebit_bytes_per_step, &r.grad_bytes_per_step, &r.warm_s, &r.compressed_s);
+  r.type = name;
+  std::fprintf(stderr, "  %-12s final loss %.4f | exchange bytes/step: gradients %.0f, 1-bit %.0f | s/step: %.4f "
+               "warm-up, %.4f compressed\n",
+               r.type.c_str(), r.final_loss, r.grad_bytes_per_step, r.onebit_bytes_per_step, r.warm_s, r.compressed_s);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool worker_mode = false;
+  CLI::App app{"onebit: 1-bit Adam, 0/1 Adam and 1-bit LAMB vs Adam and LAMB — final loss and wire bytes"};
+  app.add_option("--world", o.world)->capture_default_str();
+  app.add_option("--steps", o.steps)->capture_default_str();
+  app.add_option("--freeze", o.freeze, "freeze_step (var_freeze_step for ZeroOneAdam)")->capture_default_str();
+  app.add_option("--micro", o.micro)->capture_default_str();
+  app.add_option("--seq", o.seq)->capture_default_str();
+  app.add_option("--corpus", o.corpus)->capture_default_str();
+  app.add_option("--type", o.type, "worker: the optimizer")->capture_default_str();
+  app.add_flag("--worker", worker_mode, "internal: one run at this process's world size");
+  CLI11_PARSE(app, argc, argv);
+  if (worker_mode) {
+    run(o);
+    return 0;
+  }
+  std::fprintf(stderr, "onebit: GPT-2 tiny, world %d, %d steps, freeze at %d, micro-batch %lld x %lld tokens\n", o.world,
+               o.steps, o.freeze, (long long)o.micro, (long long)o.seq);
+  const Result adam = launch(o, "Adam", argv[0]);
+  const Result onebit = launch(o, "OneBitAdam", argv[0]);
+  const Result zero_one = launch(o, "ZeroOneAdam", argv[0]);
+  const Result lamb = launch(o, "Lamb", argv[0]);
+  const Result onebit_lamb = launch(o, "OneBitLamb", argv[0]);
+  auto bench = [](const char* name, double ours, double ref, const char* unit) {
+    std::printf("BENCH %s ours=%.6g ref=%.6g unit=%s ratio=%.4f\n", name, ours, ref, unit, ref != 0 ? ours / ref : 0.0);
+  };
+  bench("onebit_wire_bytes", onebit.onebit_bytes_per_step, adam.grad_bytes_per_step, "bytes");
+  bench("onebit_adam_loss", onebit.final_loss, adam.final_loss, "loss");
+  bench("zero_one_adam_loss", zero_one.final_loss, adam.final_loss, "loss");
+  bench("onebit_lamb_loss", onebit_lamb.final_loss, lamb.final_loss, "loss");
+  return 0;
+}

@@ -1,0 +1,167 @@
+// The 1-bit optimizers inside the engine (distributed_tests: worlds 1, 2, 4): 1-bit Adam's warm-up is
+// the plain loop's uncorrected Adam over the global batch (with DeepSpeed's set-up step); past the
+// warm-up the gradient all-reduce stops, the momenta move compressed, and the replicas stay equal;
+// a checkpoint resumes the compressed phase where it was.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "parallel_equivalence.h"
+#include "zero/flat_optimizer.h"
+
+namespace ds {
+namespace {
+
+using namespace partest;
+
+std::string onebit_config(const std::string& type, const std::string& params) {
+  return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
+      "gradient_clipping": {}, "optimizer": {{"type": "{}", "params": {{"lr": 1e-3, "weight_decay": 0.01{}}}}}}})",
+                     kMicro, kGas, kClip, type, params);
+}
+
+// DeepSpeed's 1-bit Adam warm-up in the plain loop: step 1 sets up only; then uncorrected Adam with
+// the weight decay added to the update. Per-step losses of each data-parallel rank's samples.
+Reference uncorrected_adam_reference(int dp, int steps) {
+  auto data = corpus();
+  models::BatchSampler sampler(data, kSeqLen, 7);
+  auto model = make_model("tiny");
+  std::vector<torch::Tensor> m, v;
+  for (const auto& p : model->parameters()) {
+    m.push_back(torch::zeros_like(p));
+    v.push_back(torch::zeros_like(p));
+  }
+  Reference ref;
+  ref.losses.assign(dp, {});
+  for (int step = 0; step < steps; ++step) {
+    model->zero_grad();
+    for (int d = 0; d < dp; ++d) {
+      double sum = 0.0;
+      for (int k = 0; k < kGas; ++k) {
+        auto b = batch_for(sampler, step, k, d, dp);
+        auto loss = model->forward(b.inputs, b.targets);
+        (loss / double(dp * kGas)).backward();
+        sum += loss.item<double>();
+      }
+      ref.losses[d].push_back(sum / kGas);
+    }
+    torch::nn::utils::clip_grad_norm_(model->parameters(), kClip);
+    if (step == 0) continue;
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& p : model->parameters()) {
+      const auto& g = p.grad();
+      m[i].mul_(0.9).add_(g, 1 - 0.9);
+      v[i].mul_(0.999).addcmul_(g, g, 1 - 0.999);
+      auto update = m[i] / (v[i].sqrt() + 1e-8) + 0.01 * p;
+      p.add_(-1e-3 * update);
+      ++i;
+    }
+  }
+  return ref;
+}
+
+TEST(OneBit, AdamWarmUpIsThePlainLoopsUncorrectedAdam) {
+  const int world = comm::launcher_world_size();
+  const Reference ref = uncorrected_adam_reference(world, 8);
+  auto engine = initialize(make_model("tiny"),
+                           load_config_text(onebit_config("OneBitAdam", R"(, "freeze_step": 100)"), world, "<1-bit warm-up>"));
+  train_like_reference(engine, ref, engine.topology().data().rank(), world, 1e-5, "1-bit Adam warm-up");
+  EXPECT_TRUE(engine.optimizer()->wants_reduced_gradients());
+  EXPECT_EQ(engine.optimizer()->compressed()->phase(), "warm-up");
+}
+
+// Every rank's copy of every parameter, gathered: the largest difference between ranks.
+double replica_spread(torch::nn::Module& module, comm::Communicator& c) {
+  std::vector<float> mine;
+  for (const auto& p : module.parameters()) {
+    auto f = p.detach().to(torch::kFloat32).contiguous().view(-1);
+    mine.insert(mine.end(), f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+  }
+  auto hi = mine, lo = mine;
+  c.all_reduce(comm::Buffer(hi.data(), int64_t(hi.size())), comm::ReduceOp::Max);
+  c.all_reduce(comm::Buffer(lo.data(), int64_t(lo.size())), comm::ReduceOp::Min);
+  double spread = 0;
+  for (size_t i = 0; i < hi.size(); ++i) spread = std::max(spread, double(hi[i]) - lo[i]);
+  return spread;
+}
+
+int64_t gradient_allreduces(const comm::Communicator& c) {
+  int64_t n = 0;
+  for (const auto& t : c.collective_log().totals())
+    if (t.tag == "allreduce_gradients") n += t.calls;
+  return n;
+}
+
+struct Case {
+  std::string type, params;
+};
+
+TEST(OneBit, PastTheWarmUpMomentaMoveCompressedAndReplicasAgree) {
+  const int world = comm::launcher_world_size();
+  if (world == 1) GTEST_SKIP() << "no exchange at world size 1";
+  // 0/1 Adam: local steps from step 8, the sync interval 1, 2, then 4 (local_step_scaler 2): step 12 syncs.
+  const Case cases[] = {{"OneBitAdam", R"(, "freeze_step": 3)"},
+                        {"OneBitLamb", R"(, "freeze_step": 3)"},
+                        {"ZeroOneAdam", R"(, "var_freeze_step": 6, "var_update_scaler": 2, "local_step_scaler": 2)"}};
+  for (const Case& c : cases) {
+    auto engine = initialize(make_model("tiny"), load_config_text(onebit_config(c.type, c.params), world, c.type));
+    auto data = corpus();
+    models::BatchSampler sampler(data, kSeqLen, 7);
+    const int d = engine.topology().data().rank();
+    const comm::Communicator& dp = engine.topology().data();
+    std::vector<double> losses;
+    int64_t reduces_before = 0;
+    for (int step = 0; step < 12; ++step) {
+      if (step == 8) reduces_before = gradient_allreduces(dp);
+      for (int k = 0; k < kGas; ++k) {
+        auto b = batch_for(sampler, step, k, d, world);
+        engine.backward(engine.forward(b.inputs, b.targets));
+        engine.step();
+      }
+      losses.push_back(engine.last_loss());
+    }
+    EXPECT_FALSE(engine.optimizer()->wants_reduced_gradients()) << c.type;
+    EXPECT_EQ(gradient_allreduces(dp), reduces_before) << c.type << ": no gradient all-reduce once compressed";
+    EXPECT_GT(dp.collective_log().sum_wire_bytes("onebit_"), 0) << c.type;
+    EXPECT_EQ(replica_spread(engine.module(), engine.topology().data()), 0.0) << c.type << ": replicas equal bit for bit";
+    for (double l : losses) EXPECT_TRUE(std::isfinite(l)) << c.type;
+    EXPECT_LT(losses.back(), losses.front()) << c.type << " still learns";
+  }
+}
+
+TEST(OneBit, CheckpointResumesTheCompressedPhase) {
+  const int world = comm::launcher_world_size();
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("ds_onebit_ckpt_w{}", world);
+  const std::string cfg = onebit_config("OneBitAdam", R"(, "freeze_step": 3)");
+  auto data = corpus();
+  models::BatchSampler sampler(data, kSeqLen, 7);
+  auto train = [&](auto& e, int from, int to) {
+    std::vector<double> losses;
+    for (int step = from; step < to; ++step) {
+      for (int k = 0; k < kGas; ++k) {
+        auto b = batch_for(sampler, step, k, e.topology().data().rank(), world);
+        e.backward(e.forward(b.inputs, b.targets));
+        e.step();
+      }
+      losses.push_back(e.last_loss());
+    }
+    return losses;
+  };
+  auto first = initialize(make_model("tiny"), load_config_text(cfg, world, "<1-bit save>"));
+  train(first, 0, 6);
+  first.save_checkpoint(dir.string(), "six");
+  const auto straight = train(first, 6, 9);
+  auto second = initialize(make_model("tiny"), load_config_text(cfg, world, "<1-bit load>"));
+  ASSERT_TRUE(second.load_checkpoint(dir.string(), "six"));
+  EXPECT_FALSE(second.optimizer()->wants_reduced_gradients()) << "the compressed phase is restored";
+  EXPECT_EQ(second.optimizer()->compressed()->steps(), 6);
+  const auto resumed = train(second, 6, 9);
+  // The error buffers came back with the rest (same world size): the resumed run is the straight one.
+  for (size_t i = 0; i < resumed.size(); ++i) EXPECT_EQ(resumed[i], straight[i]) << "step " << 6 + i;
+  second.communicator().barrier();
+  if (second.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ds
