@@ -4,6 +4,7 @@
 //
 //   ./build/benchmarks/onebit                   # drives: mpirun -np 2 <self> --worker --type T
 //   ./build/benchmarks/onebit --world 4 --steps 300
+//   ./build/benchmarks/onebit --exchange-elems 0   # skip timing the bare exchange (124M floats)
 //
 // Ends with
 //   BENCH onebit_wire_bytes ours=<1-bit Adam bytes/step, compressed> ref=<Adam's fp32 gradient all-reduce bytes/step> unit=bytes ratio=..
@@ -111,6 +112,31 @@ Result run(const Options& o) {
   return r;
 }
 
+// The exchange alone on N floats in `tensors` equal tensors (GPT-2 small: 124M in 148): the fp32
+// all-reduce against the compressed one, seconds per call on this machine's shared memory.
+void time_exchange(int64_t n, int tensors) {
+  auto comm = ds::comm::make_communicator(ds::comm::Backend::Auto);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  const int64_t per = n / tensors;
+  std::vector<int64_t> numels(size_t(tensors), per);
+  ds::comm::CompressedAllReduce exchange(*comm, numels);
+  std::vector<float*> ptrs;
+  for (int t = 0; t < tensors; ++t) ptrs.push_back(x.data() + t * per);
+  auto time = [&](auto&& f) {
+    f();  // warm-up
+    comm->barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < 3; ++k) f();
+    comm->barrier();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
+  };
+  const double plain = time([&] { comm->all_reduce(ds::comm::Buffer(x.data(), n)); });
+  const double compressed = time([&] { exchange.run(ptrs); });
+  if (comm->rank() == 0)
+    std::printf("RESULT exchange %lld %.6f %.6f\n", (long long)n, plain, compressed);
+}
+
 Result launch(Options o, const std::string& type, const std::string& self) {
   const std::string cmd = ds::bench::mpirun_prefix(o.world) + self +
                           fmt::format(" --worker --world {} --type {} --steps {} --freeze {} --micro {} --seq {} "
@@ -140,10 +166,13 @@ int main(int argc, char** argv) {
   app.add_option("--seq", o.seq)->capture_default_str();
   app.add_option("--corpus", o.corpus)->capture_default_str();
   app.add_option("--type", o.type, "worker: the optimizer")->capture_default_str();
+  int64_t exchange_elems = 124'000'000;
+  app.add_option("--exchange-elems", exchange_elems, "floats in the exchange timing (0: skip it)")->capture_default_str();
   app.add_flag("--worker", worker_mode, "internal: one run at this process's world size");
   CLI11_PARSE(app, argc, argv);
   if (worker_mode) {
-    run(o);
+    if (o.type == "exchange") time_exchange(exchange_elems, 148);
+    else run(o);
     return 0;
   }
   std::fprintf(stderr, "onebit: GPT-2 tiny, world %d, %d steps, freeze at %d, micro-batch %lld x %lld tokens\n", o.world,
@@ -153,6 +182,15 @@ int main(int argc, char** argv) {
   const Result zero_one = launch(o, "ZeroOneAdam", argv[0]);
   const Result lamb = launch(o, "Lamb", argv[0]);
   const Result onebit_lamb = launch(o, "OneBitLamb", argv[0]);
+  if (exchange_elems > 0) {
+    const std::string cmd = ds::bench::mpirun_prefix(o.world) + argv[0] +
+                            fmt::format(" --worker --world {} --type exchange --exchange-elems {} 2>&1", o.world, exchange_elems);
+    long long n = 0;
+    double plain = 0, compressed = 0;
+    std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT exchange %lld %lf %lf", &n, &plain, &compressed);
+    std::fprintf(stderr, "  exchange of %lld floats in 148 tensors, shared memory: fp32 all-reduce %.3f s, compressed %.3f s\n",
+                 n, plain, compressed);
+  }
   auto bench = [](const char* name, double ours, double ref, const char* unit) {
     std::printf("BENCH %s ours=%.6g ref=%.6g unit=%s ratio=%.4f\n", name, ours, ref, unit, ref != 0 ? ours / ref : 0.0);
   };
