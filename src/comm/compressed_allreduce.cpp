@@ -50,7 +50,9 @@ void CompressedAllReduce::run(std::span<float* const> tensors) {
   const int p = world_;
   const size_t s = t_.size();
   const float inv_p = float(1.0 / p);  // DeepSpeed: scale.mul_(1 / size) in fp32
-  // 1. Worker: compress tensor + worker error; chunk r of the signs goes to rank r.
+  // 1. Worker: compress tensor + worker error; chunk r of the signs goes to rank r. Tensors are
+  // independent (each one's sum in one thread, so results do not depend on the thread count).
+#pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < s; ++i) {
     Tensor& t = t_[i];
     float* e = t.worker_error.data();
@@ -82,6 +84,7 @@ void CompressedAllReduce::run(std::span<float* const> tensors) {
                    "onebit_server_signs");
   comm_.all_gather(ConstBuffer(server_scales_.data(), int64_t(s)),
                    Buffer(gathered_server_scales_.data(), int64_t(s) * p), "onebit_server_scales");
+#pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < s; ++i) {
     const Tensor& t = t_[i];
     for (int j = 0; j < p; ++j) {
