@@ -176,7 +176,11 @@ void parse_zero(SectionReader& top, Config& cfg) {
 
   // Features parsed for compatibility that deepspeed.cpp does not implement: never silently.
   warn_if_set(z, "zero_hpz_partition_size", c.zero_hpz_partition_size > 1);
-  warn_if_set(z, "zero_quantized_weights", c.zero_quantized_weights);
+  // qwZ: the stage-3 parameter all-gather in int8 (zero/sharded_params.cpp); DeepSpeed ignores it below stage 3.
+  if (c.zero_quantized_weights && c.stage != 3) {
+    z.ctx().warn(z.key_path("zero_quantized_weights") + ": true only applies to ZeRO stage 3, the stage that gathers "
+                 "parameters; ignored at stage " + std::to_string(c.stage));
+  }
   warn_if_set(z, "zero_quantized_nontrainable_weights", c.zero_quantized_nontrainable_weights);
   warn_if_set(z, "zero_quantized_gradients", c.zero_quantized_gradients);
   warn_if_set(z, "zeropp_loco_param", c.zeropp_loco_param.has_value());

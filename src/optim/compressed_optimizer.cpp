@@ -13,6 +13,13 @@ bool CompressedOptimizer::load_errors(std::span<const float> saved) {
   return false;
 }
 
+std::vector<int64_t> param_numels(const std::vector<std::vector<ParamSpan>>& params) {
+  std::vector<int64_t> n;
+  for (const auto& g : params)
+    for (const auto& s : g) n.push_back(s.numel);
+  return n;
+}
+
 std::vector<std::string> compressed_state_names(OptimizerType type) {
   if (type == OptimizerType::OneBitLamb) return {"exp_avg", "exp_avg_sq", "exp_avg_sq_fresh"};
   return {"exp_avg", "exp_avg_sq"};

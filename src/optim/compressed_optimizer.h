@@ -79,6 +79,9 @@ class CompressedOptimizer {
   int64_t step_ = 0;  // DeepSpeed's state['step']: every step() call, the set-up one included
 };
 
+// The element counts of every parameter, group after group: the exchange's tensors, in order.
+std::vector<int64_t> param_numels(const std::vector<std::vector<ParamSpan>>& params);
+
 // The per-element states the caller keeps for `type` beside the master: exp_avg, exp_avg_sq (and
 // OneBitLamb's exp_avg_sq_fresh).
 std::vector<std::string> compressed_state_names(OptimizerType type);

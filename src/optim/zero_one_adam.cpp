@@ -8,17 +8,6 @@
 #include "util/error.h"
 
 namespace ds::optim {
-namespace {
-
-std::vector<int64_t> param_numels(const std::vector<std::vector<ParamSpan>>& params) {
-  std::vector<int64_t> n;
-  for (const auto& g : params)
-    for (const auto& s : g) n.push_back(s.numel);
-  return n;
-}
-
-}  // namespace
-
 ZeroOneAdam::ZeroOneAdam(const ZeroOneAdamSchedule& schedule, comm::Communicator& comm,
                          const std::vector<std::vector<ParamSpan>>& params)
     : schedule_(schedule), params_(params), exchange_(comm, param_numels(params)), accumulated_(params.size()),

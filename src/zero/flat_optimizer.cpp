@@ -115,12 +115,10 @@ void FlatOptimizer::step(const std::vector<torch::Tensor>& grads, const MasterSi
   }
   if (compressed_) {
     step_compressed(grads);
-    if (sink)
-      for (size_t i = 0; i < groups_.size(); ++i) sink(i, 0, groups_[i].master);
-    return;
+  } else {
+    begin_step();
+    for (size_t i = 0; i < groups_.size(); ++i) step_group(groups_[i], grads[i]);
   }
-  begin_step();
-  for (size_t i = 0; i < groups_.size(); ++i) step_group(groups_[i], grads[i]);
   if (sink)
     for (size_t i = 0; i < groups_.size(); ++i) sink(i, 0, groups_[i].master);
 }

@@ -77,7 +77,7 @@ void ParamCoordinator::fetch(size_t layer) {
   if (inflight_) {  // usually this very layer, prefetched; either way it completes first
     params_.finish(std::move(inflight_));
   }
-  params_.gather(layer_params_[layer]);
+  params_.gather(layer_params_[layer], GatherFor::Compute);
 }
 
 void ParamCoordinator::prefetch(size_t layer) {
@@ -85,7 +85,7 @@ void ParamCoordinator::prefetch(size_t layer) {
   const int64_t need = missing_numel(layer);
   if (need == 0 || need > zero_.prefetch_bucket_size) return;
   if (params_.live_numel() + need > zero_.max_live_parameters) return;
-  inflight_ = params_.gather_async(layer_params_[layer]);
+  inflight_ = params_.gather_async(layer_params_[layer], GatherFor::Compute);
   inflight_layer_ = layer;
 }
 

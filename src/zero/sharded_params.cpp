@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "comm/quantize.h"
 #include "comm/work.h"
 #include "util/error.h"
 #include "util/logging.h"
@@ -27,8 +28,10 @@ std::string dtype_folder_name(torch::ScalarType t) {
 ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& plan, const ZeroConfig& zero,
                                      const std::vector<NamedParam>& params, MemoryLedger& ledger, Tier tier,
                                      const AioConfig* aio)
-    : comm_(comm), plan_(plan), ledger_(ledger), tier_(tier) {
+    : comm_(comm), quantized_(zero.zero_quantized_weights && comm.size() > 1), plan_(plan), ledger_(ledger), tier_(tier) {
   const int world = comm.size(), rank = comm.rank();
+  DS_CHECK(!(quantized_ && tier == Tier::Nvme), NotSupported,
+           "zero_optimization.zero_quantized_weights with offload_param.device \"nvme\" is not implemented yet");
   torch::NoGradGuard no_grad;
   std::map<int, size_t> group_of;  // user param group → optimizer group, in group order
   for (const auto& np : params) group_of.emplace(np.param_group, 0);
@@ -218,7 +221,8 @@ std::optional<size_t> ShardedParameters::released_at(const void* data) const {
   return std::nullopt;
 }
 
-std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(const std::vector<size_t>& ids) {
+std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(const std::vector<size_t>& ids,
+                                                                           GatherFor purpose) {
   auto pending = std::make_unique<Pending>();
   const int64_t align = slot_align();
   for (size_t id : ids) {
@@ -231,6 +235,7 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(cons
   if (pending->ids.empty()) return pending;
   const int world = comm_.size();
   auto opts = torch::TensorOptions().dtype(plan_.model);
+  if (quantized_ && purpose == GatherFor::Compute) return gather_quantized_async(std::move(pending));
   if (swapper_) {  // 4 KiB-aligned slots, so each shard is read from disk into its place
     auto buf = std::make_shared<aio::AlignedBuffer>(pending->chunk * world * int64_t(c10::elementSize(plan_.model)));
     pending->recv = torch::from_blob(buf->data(), {pending->chunk * world}, [buf](void*) {}, opts);
@@ -253,9 +258,45 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(cons
   return pending;
 }
 
+std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_quantized_async(std::unique_ptr<Pending> pending) {
+  // The chunk is padded (zeros) to a multiple of 256 elements, so DeepSpeed's group search finds
+  // groups of 256-8000 elements.
+  pending->quantized = true;
+  pending->chunk = round_up(pending->chunk, 256);
+  pending->send = torch::zeros({pending->chunk}, torch::TensorOptions().dtype(plan_.model));
+  for (size_t k = 0; k < pending->ids.size(); ++k) {
+    const ShardedParam& p = params_[pending->ids[k]];
+    pending->send.narrow(0, pending->offsets[k], p.shard.shard_size)
+        .copy_(storage_[p.group].narrow(0, p.offset, p.shard.shard_size));
+  }
+  const int64_t world = comm_.size(), n = pending->chunk;
+  pending->groups = comm::quant::group_count(n);
+  const torch::Tensor values = pending->send.to(torch::kFloat32).contiguous();
+  pending->qsend = torch::empty({n}, torch::kInt8);
+  pending->scales = torch::empty({pending->groups}, torch::kFloat32);
+  comm::quant::quantize_int8(values.data_ptr<float>(), n, pending->groups, pending->qsend.data_ptr<int8_t>(),
+                             pending->scales.data_ptr<float>());
+  pending->qrecv = torch::empty({n * world}, torch::kInt8);
+  pending->scales_recv = torch::empty({pending->groups * world}, torch::kFloat32);
+  pending->work = comm_.all_gather_async(comm::ConstBuffer(pending->qsend.data_ptr(), n, comm::ElemType::UInt8),
+                                         comm::Buffer(pending->qrecv.data_ptr(), n * world, comm::ElemType::UInt8),
+                                         "gather_parameters_int8");
+  pending->scale_work = comm_.all_gather_async(as_buffer(pending->scales), as_buffer(pending->scales_recv),
+                                               "gather_parameters_scales");
+  return pending;
+}
+
 void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
   if (!pending || pending->ids.empty()) return;
   const int world = comm_.size();
+  if (pending->quantized) {  // every rank's values, this one's included, as dequantized from the int8 gather
+    pending->work.wait();
+    pending->scale_work.wait();
+    const int64_t n = pending->chunk * world;
+    pending->recv = torch::empty({n}, torch::kFloat32);
+    comm::quant::dequantize_int8(pending->qrecv.data_ptr<int8_t>(), n, pending->groups * world,
+                                 pending->scales_recv.data_ptr<float>(), pending->recv.data_ptr<float>());
+  }
   if (swapper_) {
     while (!pending->reads.empty()) {  // popped first: each handle is waited exactly once
       const aio::IoHandle h = pending->reads.back();

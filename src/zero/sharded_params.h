@@ -5,6 +5,9 @@
 // reads it un-gathered produces NaN, never plausible numbers). Gathering all-gathers the shards of a
 // set of parameters in one collective and gives each parameter its full compute-dtype data again.
 // Small parameters (stage3_param_persistence_threshold, model_persistence_threshold) stay gathered.
+// With zero_quantized_weights (ZeRO++ qwZ) a gather moves int8 values with one fp32 scale per group
+// of up to 8000 elements (DeepSpeed's group sizes), about half a bf16 gather's bytes; the shards and
+// the optimizer keep full precision, only the gathered copies carry the rounding.
 //
 // Where the shards live is the tier: Device (with the module), Cpu (offload_param.device "cpu":
 // host memory) or Nvme (offload_param.device "nvme": one swap file per shard, offload::ParamSwapper).
@@ -33,6 +36,12 @@
 #include "zero/partition.h"
 
 namespace ds::zero {
+
+// What a gather is for. Compute: the copies a layer's forward or backward reads, which qwZ
+// (zero_quantized_weights) may move in int8. Exact: everything else (GatheredParameters guards,
+// saving the 16-bit model, persistent and unlisted parameters), always bit-exact, as DeepSpeed's
+// param.all_gather() is.
+enum class GatherFor { Compute, Exact };
 
 struct ShardedParam {
   std::string name;
@@ -65,6 +74,12 @@ class ShardedParameters {
     int64_t chunk = 0;
     torch::Tensor send, recv;      // [chunk] (a view of recv: in place), [world · chunk]; model dtype
     comm::Work work;
+    // qwZ (zero_quantized_weights): `send` stands alone, goes out as int8 with one fp32 scale per group
+    // (comm/quantize.h), and `recv` is the dequantized fp32 gather, made in finish().
+    bool quantized = false;
+    int64_t groups = 0;
+    torch::Tensor qsend, qrecv, scales, scales_recv;
+    comm::Work scale_work;
     std::vector<aio::IoHandle> reads;  // Nvme: shard reads into `send`, waited before the all-gather
     offload::ParamSwapper* swapper = nullptr;
     Pending() = default;
@@ -81,9 +96,11 @@ class ShardedParameters {
     }
   };
   // Starts gathering those of `ids` that are neither gathered nor already pending.
-  std::unique_ptr<Pending> gather_async(const std::vector<size_t>& ids);
+  std::unique_ptr<Pending> gather_async(const std::vector<size_t>& ids, GatherFor purpose = GatherFor::Exact);
   void finish(std::unique_ptr<Pending> pending);
-  void gather(const std::vector<size_t>& ids) { finish(gather_async(ids)); }
+  void gather(const std::vector<size_t>& ids, GatherFor purpose = GatherFor::Exact) {
+    finish(gather_async(ids, purpose));
+  }
   // Re-gathers `ids` even when gathered (their shards changed: after an optimizer step).
   void refresh(const std::vector<size_t>& ids);
   // Frees a non-persistent, unheld parameter's full data.
@@ -119,6 +136,7 @@ class ShardedParameters {
   void set_released(ShardedParam& p);
   void setup_swapper(const ZeroConfig& zero, const AioConfig& aio);
   int64_t slot_align() const;  // elements between shard slots of a gather buffer (1 in RAM)
+  std::unique_ptr<Pending> gather_quantized_async(std::unique_ptr<Pending> pending);  // qwZ
 
   struct PartialWrite {  // Nvme: a shard's new values, collected until all of its are in
     aio::AlignedBuffer buffer;
@@ -126,6 +144,7 @@ class ShardedParameters {
   };
 
   comm::Communicator& comm_;
+  bool quantized_ = false;  // qwZ: Compute gathers move int8 (zero_quantized_weights, world > 1)
   DtypePlan plan_;
   MemoryLedger& ledger_;
   Tier tier_;

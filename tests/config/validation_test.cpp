@@ -169,17 +169,32 @@ TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
 TEST(Validation, UnsupportedSectionsWarnByName) {
   const Config c = test::load(with_batch(R"("pipeline": {"partition": "uniform"}, "elasticity": {"enabled": true},
       "sparse_attention": {"mode": "fixed"}, "comms_logger": {"enabled": false}, "autotuning": {},
-      "hybrid_engine": false, "zero_optimization": {"stage": 3, "zero_quantized_weights": true})"));
+      "hybrid_engine": false, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true,
+      "zero_quantized_weights": true})"));
   EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored (the "
                                    "pipeline engine reads stages and activation_checkpoint_interval)"));
   EXPECT_TRUE(test::has_warning(c, "elasticity is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "sparse_attention is parsed but not supported"));
-  EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_weights is parsed but not supported"));
+  EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_gradients is parsed but not supported"));
+  EXPECT_FALSE(test::has_warning(c, "zero_quantized_weights")) << "qwZ runs at stage 3";
   // Switched off or empty: nothing to warn about.
   EXPECT_FALSE(test::has_warning(c, "comms_logger"));
   EXPECT_FALSE(test::has_warning(c, "autotuning"));
   EXPECT_FALSE(test::has_warning(c, "hybrid_engine"));
   EXPECT_EQ(c.warnings.size(), 4u);
+}
+
+TEST(Validation, QuantizedWeightsBelowStageThreeAreIgnoredWithAWarning) {
+  const Config c = test::load(with_batch(R"("zero_optimization": {"stage": 2, "zero_quantized_weights": true})"));
+  EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_weights: true only applies to ZeRO stage 3, the "
+                                   "stage that gathers parameters; ignored at stage 2"));
+  try {
+    (void)test::load(with_batch(R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true,
+        "offload_param": {"device": "nvme", "nvme_path": "/tmp"}})"));
+    ADD_FAILURE() << "qwZ with parameters on NVMe must be refused";
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("zero_optimization.zero_quantized_weights"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Validation, FlopsProfilerTurnsOnWallClockBreakdown) {

@@ -23,42 +23,24 @@ std::string onebit_config(const std::string& type, const std::string& params) {
 // DeepSpeed's 1-bit Adam warm-up in the plain loop: step 1 sets up only; then uncorrected Adam with
 // the weight decay added to the update. Per-step losses of each data-parallel rank's samples.
 Reference uncorrected_adam_reference(int dp, int steps) {
-  auto data = corpus();
-  models::BatchSampler sampler(data, kSeqLen, 7);
   auto model = make_model("tiny");
   std::vector<torch::Tensor> m, v;
   for (const auto& p : model->parameters()) {
     m.push_back(torch::zeros_like(p));
     v.push_back(torch::zeros_like(p));
   }
-  Reference ref;
-  ref.losses.assign(dp, {});
-  for (int step = 0; step < steps; ++step) {
-    model->zero_grad();
-    for (int d = 0; d < dp; ++d) {
-      double sum = 0.0;
-      for (int k = 0; k < kGas; ++k) {
-        auto b = batch_for(sampler, step, k, d, dp);
-        auto loss = model->forward(b.inputs, b.targets);
-        (loss / double(dp * kGas)).backward();
-        sum += loss.item<double>();
-      }
-      ref.losses[d].push_back(sum / kGas);
-    }
-    torch::nn::utils::clip_grad_norm_(model->parameters(), kClip);
-    if (step == 0) continue;
+  return reference_loop(model, dp, steps, kClip, [&](int step) {
+    if (step == 0) return;  // the set-up step
     torch::NoGradGuard no_grad;
     size_t i = 0;
     for (auto& p : model->parameters()) {
       const auto& g = p.grad();
       m[i].mul_(0.9).add_(g, 1 - 0.9);
       v[i].mul_(0.999).addcmul_(g, g, 1 - 0.999);
-      auto update = m[i] / (v[i].sqrt() + 1e-8) + 0.01 * p;
-      p.add_(-1e-3 * update);
+      p.add_(-1e-3 * (m[i] / (v[i].sqrt() + 1e-8) + 0.01 * p));
       ++i;
     }
-  }
-  return ref;
+  });
 }
 
 TEST(OneBit, AdamWarmUpIsThePlainLoopsUncorrectedAdam) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -104,21 +105,16 @@ struct Reference {
   std::map<std::string, torch::Tensor> params;
 };
 
-// The plain loop over the whole global batch (dp x GAS micro-batches per step).
-inline Reference reference(const std::string& which, int dp, int steps = kSteps, Optimizer how = {}) {
+// The plain loop over the whole global batch (dp x GAS micro-batches per step) on `model`: the
+// gradients clipped to `clip` (> 0), then `update(step)` applies the step.
+inline Reference reference_loop(const std::shared_ptr<models::CausalLM>& model, int dp, int steps, double clip,
+                                const std::function<void(int step)>& update) {
   auto data = corpus();
   models::BatchSampler sampler(data, kSeqLen, 7);
-  auto model = make_model(which);
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (how.sgd)
-    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
-  else
-    optimizer = std::make_unique<torch::optim::AdamW>(
-        model->parameters(), torch::optim::AdamWOptions(1e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
   Reference ref;
   ref.losses.assign(dp, {});
   for (int step = 0; step < steps; ++step) {
-    optimizer->zero_grad();
+    model->zero_grad();
     for (int d = 0; d < dp; ++d) {
       double sum = 0.0;
       for (int m = 0; m < kGas; ++m) {
@@ -129,11 +125,23 @@ inline Reference reference(const std::string& which, int dp, int steps = kSteps,
       }
       ref.losses[d].push_back(sum / kGas);
     }
-    if (how.clip() > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), how.clip());
-    optimizer->step();
+    if (clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), clip);
+    update(step);
   }
   for (const auto& p : model->named_parameters()) ref.params[p.key()] = p.value().detach().clone();
   return ref;
+}
+
+// The plain loop with torch's AdamW or SGD.
+inline Reference reference(const std::string& which, int dp, int steps = kSteps, Optimizer how = {}) {
+  auto model = make_model(which);
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (how.sgd)
+    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  else
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        model->parameters(), torch::optim::AdamWOptions(1e-3).betas({0.9, 0.999}).eps(1e-8).weight_decay(0.01));
+  return reference_loop(model, dp, steps, how.clip(), [&](int) { optimizer->step(); });
 }
 
 // Trains `engine` (on data-parallel rank d of dp) over the reference's global batches, checking each

@@ -82,6 +82,30 @@ TEST(ShardedParameters, ShardsArePaddedCeilingsHoldingThisRanksSliceOfRankZerosV
   EXPECT_EQ(sp.numel(), 12);
 }
 
+TEST(ShardedParameters, QuantizedWeightsRoundComputeGathersOnlyWithinOneStep) {
+  // qwZ: a layer's gather (Compute) moves int8; a guard's or a save's (Exact) stays bit-identical.
+  Model m;
+  MemoryLedger ledger;
+  ZeroConfig z = thresholds(0);
+  z.zero_quantized_weights = true;
+  ShardedParameters sp(dp(), DtypePlan{}, z, m.params, ledger, Tier::Device);
+  sp.gather({0, 1, 2}, GatherFor::Compute);
+  bool rounded = false;
+  for (size_t id = 0; id < 3; ++id) {
+    const auto want = m.rank0[id];
+    // One int8 step of a group (here one rank's whole padded chunk) is 2 max|x| / 256, and the
+    // largest value gathered is b's 3.25. Rounding moves a value by half a step; the maximum itself
+    // (128 clamped to 127) by a whole one, give or take fp32's rounding of 127 x step.
+    const double step = 2.0 * 3.25 / 256.0 * (1 + 1e-5);
+    EXPECT_LE((m.params[id].param - want).abs().max().item<double>(), step) << sp[id].name;
+    rounded = rounded || !torch::equal(m.params[id].param, want);
+  }
+  EXPECT_EQ(rounded, dp().size() > 1) << "rounded exactly when something is gathered";
+  for (size_t id = 0; id < 3; ++id) sp.release(id);
+  sp.gather({0, 1, 2}, GatherFor::Exact);
+  for (size_t id = 0; id < 3; ++id) EXPECT_TRUE(torch::equal(m.params[id].param, m.rank0[id])) << sp[id].name;
+}
+
 TEST(ShardedParameters, GatherAndReleaseRoundTripBitIdentically) {
   Model m;
   MemoryLedger ledger;
