@@ -3,9 +3,13 @@
 // `groups` equal groups; each group g keeps one fp32 value, inv_scale = 2 max|x| / 256, and its
 // elements become q = round_half_even(x * 128 / max|x|) clamped to [-128, 127]; dequantized,
 // x' = q * inv_scale, within inv_scale / 2 of x. An all-zero group has scale 1.
+//
+// qgZ's gradients go as int4 (quantize_int4): the same symmetric rule with 16 levels, q in [-8, 7],
+// groups of any length (each starting on a byte), two values per byte, low nibble first.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace ds::comm::quant {
 
@@ -19,5 +23,14 @@ int64_t group_count(int64_t n);
 void quantize_int8(const float* x, int64_t n, int64_t groups, int8_t* q, float* inv_scales);
 // out[n] = q * inv_scale of its group.
 void dequantize_int8(const int8_t* q, int64_t n, int64_t groups, const float* inv_scales, float* out);
+
+// Bytes of the packed int4 values of groups of these lengths.
+int64_t int4_bytes(std::span<const int64_t> group_len);
+// packed[int4_bytes(group_len)], inv_scales[group_len.size()]: x (the sum of group_len elements),
+// group by group, q = round_half_even(x * 16 / (2 max|x|)) clamped to [-8, 7], inv_scale = 2 max / 16.
+void quantize_int4(const float* x, std::span<const int64_t> group_len, uint8_t* packed, float* inv_scales);
+// out += the dequantized values (q * inv_scale of its group): a reduction adds rank after rank.
+void dequantize_int4_add(const uint8_t* packed, std::span<const int64_t> group_len, const float* inv_scales,
+                         float* out);
 
 }  // namespace ds::comm::quant

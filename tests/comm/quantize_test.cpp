@@ -51,3 +51,41 @@ TEST(Quantize, Int8MatchesTheFormulaAndStaysWithinAStep) {
 
 }  // namespace
 }  // namespace ds::comm::test
+
+namespace ds::comm::test {
+namespace {
+
+TEST(Quantize, Int4MatchesTheFormulaGroupByGroup) {
+  const std::vector<int64_t> len = {7, 16, 1, 9, 32};  // odd lengths start each group on a fresh byte
+  int64_t n = 0;
+  for (int64_t l : len) n += l;
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = normal(gen);
+  std::fill(x.begin() + 24, x.begin() + 33, 0.0f);  // group 3 all zero: scale 1
+  ASSERT_EQ(quant::int4_bytes(len), 4 + 8 + 1 + 5 + 16);
+  std::vector<uint8_t> packed(static_cast<size_t>(quant::int4_bytes(len)));
+  std::vector<float> inv(len.size()), out(static_cast<size_t>(n), 0.5f);
+  quant::quantize_int4(x.data(), len, packed.data(), inv.data());
+  quant::dequantize_int4_add(packed.data(), len, inv.data(), out.data());
+  int64_t at = 0, byte = 0;
+  for (size_t g = 0; g < len.size(); ++g) {
+    float max = 0;
+    for (int64_t i = at; i < at + len[g]; ++i) max = std::max(max, std::abs(x[size_t(i)]));
+    const float scale = max == 0 ? 1.0f : 16.0f / (2.0f * max);
+    EXPECT_EQ(inv[g], 1.0f / scale);
+    for (int64_t i = 0; i < len[g]; ++i) {
+      const int want = int(std::clamp(std::nearbyint(x[size_t(at + i)] * scale), -8.0f, 7.0f));
+      const int nibble = (packed[size_t(byte + i / 2)] >> (4 * (i % 2))) & 0xF;
+      ASSERT_EQ(nibble >= 8 ? nibble - 16 : nibble, want) << "group " << g << " element " << i;
+      EXPECT_EQ(out[size_t(at + i)], 0.5f + float(want) * inv[g]) << "dequantize adds";
+      EXPECT_LE(std::abs(out[size_t(at + i)] - 0.5f - x[size_t(at + i)]), inv[g] * 1.0001f) << "within one step";
+    }
+    at += len[g];
+    byte += (len[g] + 1) / 2;
+  }
+}
+
+}  // namespace
+}  // namespace ds::comm::test
