@@ -182,7 +182,11 @@ void parse_zero(SectionReader& top, Config& cfg) {
                  "parameters; ignored at stage " + std::to_string(c.stage));
   }
   warn_if_set(z, "zero_quantized_nontrainable_weights", c.zero_quantized_nontrainable_weights);
-  warn_if_set(z, "zero_quantized_gradients", c.zero_quantized_gradients);
+  // qgZ: the stage-3 gradient reduce-scatter in int4 across nodes (zero/quantized_gradients.h).
+  if (c.zero_quantized_gradients && c.stage != 3) {
+    z.ctx().warn(z.key_path("zero_quantized_gradients") + ": true only applies to ZeRO stage 3 (DeepSpeed's "
+                 "quantized reduce-scatter is stage 3's); ignored at stage " + std::to_string(c.stage));
+  }
   warn_if_set(z, "zeropp_loco_param", c.zeropp_loco_param.has_value());
   warn_if_set(z, "mics_shard_size", c.mics_shard_size > 0);
   warn_if_set(z, "mics_hierarchical_params_gather", c.mics_hierarchical_params_gather);

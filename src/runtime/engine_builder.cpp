@@ -12,6 +12,7 @@
 #include "runtime/memory_budget.h"
 #include "runtime/output_paths.h"
 #include "runtime/trainable_params.h"
+#include "runtime/world.h"
 #include "util/error.h"
 #include "util/logging.h"
 #include "zero/collectives.h"
@@ -33,6 +34,7 @@ void build_states(EngineParts& p, torch::nn::Module& module, const EngineOptions
   options.ledger = p.ledger.get();
   options.module = &module;
   options.layers = o.layers;
+  options.node = p.topology->rank() / ranks_per_node();
   options.offload_gradients = p.zero.gradients == zero::Placement::Cpu;
   if (options.offload_gradients) {
     int64_t numel = 0;

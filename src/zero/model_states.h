@@ -36,6 +36,9 @@ class ModelStates {
   virtual ~ModelStates() = default;
 
   virtual int stage() const = 0;
+  // Communicators the states made for themselves (ZeRO++'s node groups): their collective logs
+  // hold traffic that the topology's do not.
+  virtual std::vector<const comm::Communicator*> own_communicators() const { return {}; }
   // Before each forward: re-point what user code may have reset (e.g. .grad set to none).
   virtual void before_forward() {}
   // Around the engine's forward of the model (stage 3 checks the first one for reads of released
@@ -118,6 +121,8 @@ struct ModelStatesOptions {
   // the boundary (stage 1) — and local_grads returns them.
   bool offload_gradients = false;
   offload::HostMemoryPlan host;
+  // This rank's node (world rank / ranks per node): hierarchical collectives (ZeRO++ qgZ) group by it.
+  int node = 0;
   // > 0: track gradient completeness per sub-group of this many elements (arm_sub_group_steps).
   int64_t sub_group_steps = 0;
 };

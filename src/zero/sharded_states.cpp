@@ -19,6 +19,7 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   const Tier shard_tier = where == Placement::Nvme ? Tier::Nvme : where == Placement::Cpu ? Tier::Cpu : o.tier;
   params_ = std::make_unique<ShardedParameters>(comm_, plan_, config_.zero_optimization, params, *o.ledger, shard_tier,
                                                 &config_.aio);
+  qgz_ = QuantizedGradients::make(config_.zero_optimization, comm_, o.node, *params_);
   coordinator_ = std::make_shared<ParamCoordinator>(*params_, *layers_, config_.zero_optimization);
   layers_->set_hooks(coordinator_);
   first_forward_watch_ = std::make_unique<ReleasedReadWatch>(*params_, [c = coordinator_.get()] { return c->running_layer(); });
@@ -55,6 +56,11 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
                 2 * buckets_->live_numel_bound() * c10::elementSize(plan_.communication));
 }
 
+std::vector<const comm::Communicator*> ShardedStates::own_communicators() const {
+  if (!qgz_) return {};
+  return {&qgz_->nodes().local(), &qgz_->nodes().cross()};
+}
+
 void ShardedStates::forward_started() {
   if (first_forward_watch_) first_forward_watch_->start();
 }
@@ -82,18 +88,31 @@ bool ShardedStates::arm_sub_group_steps(std::function<void(size_t, int64_t, int6
 }
 
 GradientBuckets::Finisher ShardedStates::reduce_bucket(size_t index, const Bucket& bucket, const torch::Tensor& packed) {
+  std::vector<BucketEntry> exact, quantized;
+  for (const auto& e : bucket.entries) (qgz_ && qgz_->covers(e.param) ? quantized : exact).push_back(e);
+  std::vector<GradientBuckets::Finisher> parts;
+  if (!exact.empty()) parts.push_back(reduce_exact(exact, packed));
+  if (!quantized.empty())
+    parts.push_back(qgz_->reduce(quantized, packed, [this](size_t id, const torch::Tensor& g) { add_grad(id, g); }));
+  return [this, index, parts = std::move(parts)] {
+    for (const auto& finish : parts) finish();
+    if (tracker_) tracker_->bucket_done(index);
+  };
+}
+
+GradientBuckets::Finisher ShardedStates::reduce_exact(const std::vector<BucketEntry>& entries, const torch::Tensor& packed) {
   const int world = comm_.size(), rank = comm_.rank();
-  // Rank-major packing: chunk q holds shard q of every gradient in the bucket (zero tails).
+  // Rank-major packing: chunk q holds shard q of every gradient (zero tails).
   std::vector<int64_t> offset;  // of each entry's shard inside a chunk
   int64_t chunk = 0;
-  for (const auto& e : bucket.entries) {
+  for (const auto& e : entries) {
     offset.push_back(chunk);
     chunk += (*params_)[e.param].shard.shard_size;
   }
   auto wire = torch::zeros({chunk * world}, packed.options());
   for (int q = 0; q < world; ++q)
-    for (size_t k = 0; k < bucket.entries.size(); ++k) {
-      const auto& e = bucket.entries[k];
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const auto& e = entries[k];
       const ParamShard& sh = (*params_)[e.param].shard;
       const int64_t valid = sh.valid(q);
       if (valid > 0) wire.narrow(0, q * chunk + offset[k], valid).copy_(packed.narrow(0, e.offset + sh.begin(q), valid));
@@ -105,18 +124,20 @@ GradientBuckets::Finisher ShardedStates::reduce_bucket(size_t index, const Bucke
     work = std::make_shared<comm::Work>(comm_.reduce_scatter_async(as_buffer(wire), as_buffer(mine),
                                                                    comm::ReduceOp::Sum, "reduce_scatter_gradients"));
   }
-  return [this, index, work, wire, mine, offset, entries = bucket.entries, rank] {
+  return [this, work, wire, mine, offset, entries, rank] {
     if (work) work->wait();
-    torch::NoGradGuard no_grad;
     for (size_t k = 0; k < entries.size(); ++k) {
-      const ShardedParam& p = (*params_)[entries[k].param];
-      const int64_t valid = p.shard.valid(rank);
-      if (valid == 0) continue;
-      auto& acc = part_accum_[p.group];
-      acc.narrow(0, p.offset, valid).add_(mine.narrow(0, offset[k], valid).to(acc.scalar_type()));
+      const int64_t valid = (*params_)[entries[k].param].shard.valid(rank);
+      if (valid > 0) add_grad(entries[k].param, mine.narrow(0, offset[k], valid));
     }
-    if (tracker_) tracker_->bucket_done(index);
   };
+}
+
+void ShardedStates::add_grad(size_t id, const torch::Tensor& shard) {
+  torch::NoGradGuard no_grad;
+  const ShardedParam& p = (*params_)[id];
+  auto& acc = part_accum_[p.group];
+  acc.narrow(0, p.offset, shard.numel()).add_(shard.to(acc.scalar_type()));
 }
 
 torch::Tensor ShardedStates::local_grads(size_t g) const {

@@ -2,12 +2,14 @@
 // must be a LayerList (DESIGN §4) so the coordinator knows when each layer's parameters are used;
 // gradients are taken as autograd completes them (GradientBuckets), reduce-scattered per bucket
 // into each rank's shards (DeepSpeed's reduce_scatter_coalesced arithmetic: shards packed rank by
-// rank, the packing divided by the world size, one reduce-scatter) and accumulated there.
+// rank, the packing divided by the world size, one reduce-scatter) and accumulated there. With
+// zero_quantized_gradients over several nodes the matrices' gradients go as int4 instead (qgZ).
 #pragma once
 
 #include "zero/gradient_buckets.h"
 #include "zero/model_states.h"
 #include "zero/param_coordinator.h"
+#include "zero/quantized_gradients.h"
 #include "zero/released_read_watch.h"
 #include "zero/sharded_params.h"
 #include "zero/sub_group_tracker.h"
@@ -20,6 +22,7 @@ class ShardedStates final : public ModelStates {
   ~ShardedStates() override;
 
   int stage() const override { return 3; }
+  std::vector<const comm::Communicator*> own_communicators() const override;
   void forward_started() override;
   void forward_finished() override;
   void after_backward() override;
@@ -48,6 +51,9 @@ class ShardedStates final : public ModelStates {
 
  private:
   GradientBuckets::Finisher reduce_bucket(size_t index, const Bucket& bucket, const torch::Tensor& packed);
+  // The plain reduce-scatter of `entries`' gradients (all of them without qgZ).
+  GradientBuckets::Finisher reduce_exact(const std::vector<BucketEntry>& entries, const torch::Tensor& packed);
+  void add_grad(size_t id, const torch::Tensor& shard);  // this rank's averaged shard of id's gradient
   std::vector<size_t> ids_of(const std::vector<std::string>& names) const;
 
   const Config& config_;
@@ -58,6 +64,7 @@ class ShardedStates final : public ModelStates {
   std::shared_ptr<ParamCoordinator> coordinator_;
   std::vector<torch::Tensor> part_accum_;  // per group [shard numel], grad_accum dtype
   std::unique_ptr<GradientBuckets> buckets_;
+  std::unique_ptr<QuantizedGradients> qgz_;  // zero_quantized_gradients over several nodes
   std::unique_ptr<SubGroupTracker> tracker_;  // with offload overlap
   std::unique_ptr<ReleasedReadWatch> first_forward_watch_;  // until the first forward has finished
 };

@@ -169,14 +169,15 @@ TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
 TEST(Validation, UnsupportedSectionsWarnByName) {
   const Config c = test::load(with_batch(R"("pipeline": {"partition": "uniform"}, "elasticity": {"enabled": true},
       "sparse_attention": {"mode": "fixed"}, "comms_logger": {"enabled": false}, "autotuning": {},
-      "hybrid_engine": false, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true,
-      "zero_quantized_weights": true})"));
+      "hybrid_engine": false, "zero_optimization": {"stage": 3, "mics_shard_size": 2,
+      "zero_quantized_weights": true, "zero_quantized_gradients": true})"));
   EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored (the "
                                    "pipeline engine reads stages and activation_checkpoint_interval)"));
   EXPECT_TRUE(test::has_warning(c, "elasticity is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "sparse_attention is parsed but not supported"));
-  EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_gradients is parsed but not supported"));
+  EXPECT_TRUE(test::has_warning(c, "zero_optimization.mics_shard_size is parsed but not supported"));
   EXPECT_FALSE(test::has_warning(c, "zero_quantized_weights")) << "qwZ runs at stage 3";
+  EXPECT_FALSE(test::has_warning(c, "zero_quantized_gradients")) << "qgZ runs at stage 3";
   // Switched off or empty: nothing to warn about.
   EXPECT_FALSE(test::has_warning(c, "comms_logger"));
   EXPECT_FALSE(test::has_warning(c, "autotuning"));
@@ -188,6 +189,8 @@ TEST(Validation, QuantizedWeightsBelowStageThreeAreIgnoredWithAWarning) {
   const Config c = test::load(with_batch(R"("zero_optimization": {"stage": 2, "zero_quantized_weights": true})"));
   EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_weights: true only applies to ZeRO stage 3, the "
                                    "stage that gathers parameters; ignored at stage 2"));
+  const Config g = test::load(with_batch(R"("zero_optimization": {"stage": 1, "zero_quantized_gradients": true})"));
+  EXPECT_TRUE(test::has_warning(g, "zero_optimization.zero_quantized_gradients: true only applies to ZeRO stage 3"));
   try {
     (void)test::load(with_batch(R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true,
         "offload_param": {"device": "nvme", "nvme_path": "/tmp"}})"));
