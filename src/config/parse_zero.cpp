@@ -175,13 +175,24 @@ void parse_zero(SectionReader& top, Config& cfg) {
   z.finish();
 
   // Features parsed for compatibility that deepspeed.cpp does not implement: never silently.
-  warn_if_set(z, "zero_hpz_partition_size", c.zero_hpz_partition_size > 1);
+  // hpZ: stage 3's secondary parameter partition (zero/sharded_params.h).
+  if (c.zero_hpz_partition_size > 1 && c.stage != 3) {
+    z.ctx().warn(z.key_path("zero_hpz_partition_size") + ": " + std::to_string(c.zero_hpz_partition_size) +
+                 " only applies to ZeRO stage 3, the stage that gathers parameters; ignored at stage " +
+                 std::to_string(c.stage));
+  }
   // qwZ: the stage-3 parameter all-gather in int8 (zero/sharded_params.cpp); DeepSpeed ignores it below stage 3.
   if (c.zero_quantized_weights && c.stage != 3) {
     z.ctx().warn(z.key_path("zero_quantized_weights") + ": true only applies to ZeRO stage 3, the stage that gathers "
                  "parameters; ignored at stage " + std::to_string(c.stage));
   }
-  warn_if_set(z, "zero_quantized_nontrainable_weights", c.zero_quantized_nontrainable_weights);
+  // DeepSpeed keeps frozen parameters' shards in int8; deepspeed.cpp does not partition frozen
+  // parameters at all (they stay whole with the module), so there is nothing to quantize.
+  if (c.zero_quantized_nontrainable_weights) {
+    z.ctx().warn(z.key_path("zero_quantized_nontrainable_weights") + ": true has no effect: deepspeed.cpp keeps "
+                 "frozen (requires_grad false) parameters whole with the module instead of partitioning them, so "
+                 "no frozen shard exists to keep in int8");
+  }
   // qgZ: the stage-3 gradient reduce-scatter in int4 across nodes (zero/quantized_gradients.h).
   if (c.zero_quantized_gradients && c.stage != 3) {
     z.ctx().warn(z.key_path("zero_quantized_gradients") + ": true only applies to ZeRO stage 3 (DeepSpeed's "

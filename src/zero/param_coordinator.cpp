@@ -72,20 +72,20 @@ int64_t ParamCoordinator::missing_numel(size_t layer) const {
   return n;
 }
 
-void ParamCoordinator::fetch(size_t layer) {
+void ParamCoordinator::fetch(size_t layer, GatherFor purpose) {
   order_.push_back(layer);
   if (inflight_) {  // usually this very layer, prefetched; either way it completes first
     params_.finish(std::move(inflight_));
   }
-  params_.gather(layer_params_[layer], GatherFor::Compute);
+  params_.gather(layer_params_[layer], purpose);
 }
 
-void ParamCoordinator::prefetch(size_t layer) {
+void ParamCoordinator::prefetch(size_t layer, GatherFor purpose) {
   if (layer >= layer_params_.size() || inflight_) return;
   const int64_t need = missing_numel(layer);
   if (need == 0 || need > zero_.prefetch_bucket_size) return;
   if (params_.live_numel() + need > zero_.max_live_parameters) return;
-  inflight_ = params_.gather_async(layer_params_[layer], GatherFor::Compute);
+  inflight_ = params_.gather_async(layer_params_[layer], purpose);
   inflight_layer_ = layer;
 }
 
@@ -93,8 +93,8 @@ void ParamCoordinator::before_forward(std::size_t index) {
   // A forward that began while the previous one had no backward (evaluation): forget its fetches,
   // so the order check compares training passes only.
   if (index == 0) order_.clear();
-  fetch(index);
-  prefetch(index + 1);
+  fetch(index, GatherFor::Forward);
+  prefetch(index + 1, GatherFor::Forward);
   running_ = index;
 }
 
@@ -113,8 +113,8 @@ torch::Tensor ParamCoordinator::wrap_output(std::size_t index, torch::Tensor out
 }
 
 void ParamCoordinator::before_backward(std::size_t index) {
-  fetch(index);
-  if (index > 0) prefetch(index - 1);
+  fetch(index, GatherFor::Backward);
+  if (index > 0) prefetch(index - 1, GatherFor::Backward);
 }
 
 void ParamCoordinator::end_pass() {

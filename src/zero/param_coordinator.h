@@ -43,8 +43,8 @@ class ParamCoordinator final : public nn::LayerHooks {
   std::string running_layer() const;
 
  private:
-  void fetch(size_t layer);
-  void prefetch(size_t layer);
+  void fetch(size_t layer, GatherFor purpose);
+  void prefetch(size_t layer, GatherFor purpose);
   int64_t missing_numel(size_t layer) const;
 
   ShardedParameters& params_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -27,11 +28,15 @@ std::string dtype_folder_name(torch::ScalarType t) {
 
 ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& plan, const ZeroConfig& zero,
                                      const std::vector<NamedParam>& params, MemoryLedger& ledger, Tier tier,
-                                     const AioConfig* aio)
-    : comm_(comm), quantized_(zero.zero_quantized_weights && comm.size() > 1), plan_(plan), ledger_(ledger), tier_(tier) {
+                                     const AioConfig* aio, comm::Communicator* hpz)
+    : comm_(comm), quantized_(zero.zero_quantized_weights && comm.size() > 1), hpz_(hpz), plan_(plan), ledger_(ledger),
+      tier_(tier) {
   const int world = comm.size(), rank = comm.rank();
   DS_CHECK(!(quantized_ && tier == Tier::Nvme), NotSupported,
            "zero_optimization.zero_quantized_weights with offload_param.device \"nvme\" is not implemented yet");
+  DS_CHECK(!(hpz_ && tier == Tier::Nvme), NotSupported,
+           "zero_optimization.zero_hpz_partition_size > 1 with offload_param.device \"nvme\": the secondary partition "
+           "on NVMe is not implemented (DeepSpeed's is a TODO too); use offload_param.device \"cpu\" or hpZ 1");
   torch::NoGradGuard no_grad;
   std::map<int, size_t> group_of;  // user param group → optimizer group, in group order
   for (const auto& np : params) group_of.emplace(np.param_group, 0);
@@ -89,6 +94,11 @@ ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& 
     FlatGroup& layout = layouts_[p.group];
     layout.slots.push_back({p.name, {valid}, p.offset, valid, {}, p.shard.begin(rank)});
     layout.numel += valid;
+    if (hpz_ && !p.persistent) {  // persistent parameters are never released: no secondary needed
+      const int64_t h = hpz_->size();
+      p.secondary = torch::zeros({(p.numel + h - 1) / h}, torch::TensorOptions().dtype(plan_.model));
+      ledger_.add(tier_, MemKind::Params, p.secondary.numel() * c10::elementSize(plan_.model));
+    }
     if (p.persistent) {
       // The model computes with exactly the rounded values the shards hold.
       set_full(p, full.to(plan_.model).to(plan_.compute));
@@ -175,6 +185,7 @@ void ShardedParameters::write_range(size_t g, int64_t offset, const torch::Tenso
 }
 
 void ShardedParameters::finish_writes() {
+  for (auto& p : params_) p.secondary_valid = false;  // the shards changed: gathers go to them again
   if (!swapper_) return;
   DS_ASSERT(partial_.empty(), "stage 3 on NVMe: a write-back left parameter shards incomplete");
   swapper_->flush();
@@ -224,38 +235,61 @@ std::optional<size_t> ShardedParameters::released_at(const void* data) const {
 std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(const std::vector<size_t>& ids,
                                                                            GatherFor purpose) {
   auto pending = std::make_unique<Pending>();
-  const int64_t align = slot_align();
   for (size_t id : ids) {
     if (params_[id].gathered || pending_[id]) continue;
-    pending->offsets.push_back(pending->chunk);
-    pending->chunk += round_up(params_[id].shard.shard_size, align);
     pending->ids.push_back(id);
     pending_[id] = true;
   }
   if (pending->ids.empty()) return pending;
-  const int world = comm_.size();
+  // hpZ: a backward gather stays inside the hpZ group when every parameter has its secondary.
+  bool secondary = hpz_ != nullptr && purpose == GatherFor::Backward;
+  for (size_t id : pending->ids) secondary = secondary && params_[id].secondary_valid;
+  pending->comm = secondary ? hpz_ : &comm_;
+  const int64_t align = slot_align();
+  for (size_t id : pending->ids) {
+    const ShardedParam& p = params_[id];
+    pending->offsets.push_back(pending->chunk);
+    pending->sizes.push_back(secondary ? p.secondary.numel() : p.shard.shard_size);
+    pending->chunk += round_up(pending->sizes.back(), align);
+  }
+  const int world = pending->comm->size();
   auto opts = torch::TensorOptions().dtype(plan_.model);
-  if (quantized_ && purpose == GatherFor::Compute) return gather_quantized_async(std::move(pending));
+  if (quantized_ && purpose != GatherFor::Exact) return gather_quantized_async(std::move(pending));
   if (swapper_) {  // 4 KiB-aligned slots, so each shard is read from disk into its place
     auto buf = std::make_shared<aio::AlignedBuffer>(pending->chunk * world * int64_t(c10::elementSize(plan_.model)));
     pending->recv = torch::from_blob(buf->data(), {pending->chunk * world}, [buf](void*) {}, opts);
   } else {
     pending->recv = torch::empty({pending->chunk * world}, opts);
   }
-  pending->send = pending->recv.narrow(0, comm_.rank() * pending->chunk, pending->chunk);  // in place
+  pending->send = pending->recv.narrow(0, pending->comm->rank() * pending->chunk, pending->chunk);  // in place
   for (size_t k = 0; k < pending->ids.size(); ++k) {
-    const ShardedParam& p = params_[pending->ids[k]];
-    auto slot = pending->send.narrow(0, pending->offsets[k], p.shard.shard_size);
+    auto slot = pending->send.narrow(0, pending->offsets[k], pending->sizes[k]);
     if (swapper_) {
       pending->swapper = swapper_.get();
       pending->reads.push_back(swapper_->read_async(pending->ids[k], slot.data_ptr()));
     }
-    else slot.copy_(storage_[p.group].narrow(0, p.offset, p.shard.shard_size));
+    else slot.copy_(source(*pending, k));
   }
   // On NVMe the all-gather starts when the reads have landed (finish).
   if (world > 1 && !swapper_)
-    pending->work = comm_.all_gather_async(as_buffer(pending->send), as_buffer(pending->recv), "gather_parameters");
+    pending->work = pending->comm->all_gather_async(as_buffer(pending->send), as_buffer(pending->recv),
+                                                    secondary ? "gather_parameters_hpz" : "gather_parameters");
   return pending;
+}
+
+torch::Tensor ShardedParameters::source(const Pending& pending, size_t k) const {
+  const ShardedParam& p = params_[pending.ids[k]];
+  if (pending.comm != &comm_) return p.secondary;  // gathered inside the hpZ group
+  return storage_[p.group].narrow(0, p.offset, p.shard.shard_size);
+}
+
+void ShardedParameters::keep_secondary(ShardedParam& p) {
+  if (!p.secondary.defined() || p.secondary_valid) return;
+  torch::NoGradGuard no_grad;
+  const int64_t size = p.secondary.numel(), begin = hpz_->rank() * size;
+  const int64_t n = std::clamp<int64_t>(p.numel - begin, 0, size);
+  if (n > 0) p.secondary.narrow(0, 0, n).copy_(p.param.detach().reshape({-1}).narrow(0, begin, n));
+  p.secondary_valid = true;
 }
 
 std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_quantized_async(std::unique_ptr<Pending> pending) {
@@ -264,12 +298,9 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_quantized_
   pending->quantized = true;
   pending->chunk = round_up(pending->chunk, 256);
   pending->send = torch::zeros({pending->chunk}, torch::TensorOptions().dtype(plan_.model));
-  for (size_t k = 0; k < pending->ids.size(); ++k) {
-    const ShardedParam& p = params_[pending->ids[k]];
-    pending->send.narrow(0, pending->offsets[k], p.shard.shard_size)
-        .copy_(storage_[p.group].narrow(0, p.offset, p.shard.shard_size));
-  }
-  const int64_t world = comm_.size(), n = pending->chunk;
+  for (size_t k = 0; k < pending->ids.size(); ++k)
+    pending->send.narrow(0, pending->offsets[k], pending->sizes[k]).copy_(source(*pending, k));
+  const int64_t world = pending->comm->size(), n = pending->chunk;
   pending->groups = comm::quant::group_count(n);
   const torch::Tensor values = pending->send.to(torch::kFloat32).contiguous();
   pending->qsend = torch::empty({n}, torch::kInt8);
@@ -278,17 +309,19 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_quantized_
                              pending->scales.data_ptr<float>());
   pending->qrecv = torch::empty({n * world}, torch::kInt8);
   pending->scales_recv = torch::empty({pending->groups * world}, torch::kFloat32);
-  pending->work = comm_.all_gather_async(comm::ConstBuffer(pending->qsend.data_ptr(), n, comm::ElemType::UInt8),
-                                         comm::Buffer(pending->qrecv.data_ptr(), n * world, comm::ElemType::UInt8),
-                                         "gather_parameters_int8");
-  pending->scale_work = comm_.all_gather_async(as_buffer(pending->scales), as_buffer(pending->scales_recv),
-                                               "gather_parameters_scales");
+  const bool secondary = pending->comm != &comm_;
+  pending->work = pending->comm->all_gather_async(
+      comm::ConstBuffer(pending->qsend.data_ptr(), n, comm::ElemType::UInt8),
+      comm::Buffer(pending->qrecv.data_ptr(), n * world, comm::ElemType::UInt8),
+      secondary ? "gather_parameters_hpz_int8" : "gather_parameters_int8");
+  pending->scale_work = pending->comm->all_gather_async(as_buffer(pending->scales), as_buffer(pending->scales_recv),
+                                                        secondary ? "gather_parameters_hpz_scales" : "gather_parameters_scales");
   return pending;
 }
 
 void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
   if (!pending || pending->ids.empty()) return;
-  const int world = comm_.size();
+  const int world = pending->comm->size();
   if (pending->quantized) {  // every rank's values, this one's included, as dequantized from the int8 gather
     pending->work.wait();
     pending->scale_work.wait();
@@ -304,7 +337,7 @@ void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
       swapper_->wait_read(h);
     }
     if (world > 1)
-      pending->work = comm_.all_gather_async(as_buffer(pending->send), as_buffer(pending->recv), "gather_parameters");
+      pending->work = pending->comm->all_gather_async(as_buffer(pending->send), as_buffer(pending->recv), "gather_parameters");
   }
   pending->work.wait();
   torch::NoGradGuard no_grad;
@@ -313,7 +346,7 @@ void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
     ShardedParam& p = params_[pending->ids[k]];
     pending_[pending->ids[k]] = false;
     // [world, shard] → the parameter's elements in order, without the tail padding.
-    auto full = ranks.narrow(1, pending->offsets[k], p.shard.shard_size).reshape({-1}).narrow(0, 0, p.numel);
+    auto full = ranks.narrow(1, pending->offsets[k], pending->sizes[k]).reshape({-1}).narrow(0, 0, p.numel);
     full = full.to(plan_.compute, /*non_blocking=*/false, /*copy=*/true).contiguous();
     set_full(p, full);
     if (!p.persistent) {
@@ -342,6 +375,7 @@ void ShardedParameters::refresh(const std::vector<size_t>& ids) {
 void ShardedParameters::release(size_t id) {
   ShardedParam& p = params_[id];
   if (!p.gathered || p.persistent || p.holds > 0) return;
+  if (hpz_) keep_secondary(p);
   set_released(p);
   live_numel_ -= p.numel;
   ledger_.release(Tier::Device, MemKind::Buffers, p.numel * c10::elementSize(plan_.compute));

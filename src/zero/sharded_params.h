@@ -9,6 +9,11 @@
 // of up to 8000 elements (DeepSpeed's group sizes), about half a bf16 gather's bytes; the shards and
 // the optimizer keep full precision, only the gathered copies carry the rounding.
 //
+// With zero_hpz_partition_size h (ZeRO++ hpZ) a parameter released after its forward also keeps
+// 1/h of the values it was computed with (a secondary partition over the h consecutive ranks of its
+// hpZ group, model dtype, DeepSpeed's ds_secondary_tensor), and the backward gathers from those
+// inside the group: across nodes only forward gathers travel. The optimizer step invalidates them.
+//
 // Where the shards live is the tier: Device (with the module), Cpu (offload_param.device "cpu":
 // host memory) or Nvme (offload_param.device "nvme": one swap file per shard, offload::ParamSwapper).
 // On NVMe a gather reads each shard straight into its slot of the all-gather buffer — slots are
@@ -37,11 +42,12 @@
 
 namespace ds::zero {
 
-// What a gather is for. Compute: the copies a layer's forward or backward reads, which qwZ
-// (zero_quantized_weights) may move in int8. Exact: everything else (GatheredParameters guards,
-// saving the 16-bit model, persistent and unlisted parameters), always bit-exact, as DeepSpeed's
-// param.all_gather() is.
-enum class GatherFor { Compute, Exact };
+// What a gather is for. Forward, Backward: the copies a layer's forward or backward reads, which qwZ
+// (zero_quantized_weights) may move in int8 and which, in backward, hpZ may gather from the
+// secondary partition inside the node. Exact: everything else (GatheredParameters guards, saving
+// the 16-bit model, persistent and unlisted parameters), always bit-exact from the primary shards,
+// as DeepSpeed's param.all_gather() is.
+enum class GatherFor { Forward, Backward, Exact };
 
 struct ShardedParam {
   std::string name;
@@ -54,6 +60,8 @@ struct ShardedParam {
   bool persistent = false;
   bool gathered = true;
   int holds = 0;                 // GatheredParameters guards holding it
+  torch::Tensor secondary;       // hpZ: [ceil(numel / h)] of the values last computed with, model dtype
+  bool secondary_valid = false;  // holds the current values (set at release, cleared by an update)
   torch::Tensor placeholder;     // [1] NaN, compute dtype: the data while released (one per parameter,
                                  // so a read of it can be traced back to the parameter)
 };
@@ -61,17 +69,20 @@ struct ShardedParam {
 class ShardedParameters {
  public:
   // `params` hold full values (identical on every rank); afterwards each keeps only its shard.
-  // Tier Nvme needs `aio` (the engine's aio section) and zero.offload_param.nvme_path.
+  // Tier Nvme needs `aio` (the engine's aio section) and zero.offload_param.nvme_path. `hpz`: the
+  // hpZ group (consecutive ranks of `comm`), when zero_hpz_partition_size > 1.
   ShardedParameters(comm::Communicator& comm, const DtypePlan& plan, const ZeroConfig& zero,
                     const std::vector<NamedParam>& params, MemoryLedger& ledger, Tier tier,
-                    const AioConfig* aio = nullptr);
+                    const AioConfig* aio = nullptr, comm::Communicator* hpz = nullptr);
   ~ShardedParameters();
 
   // A started gather of some parameters; finish() makes them usable.
   struct Pending {
     std::vector<size_t> ids;
     std::vector<int64_t> offsets;  // of each id's shard in one rank's packed chunk
+    std::vector<int64_t> sizes;    // each id's shard (primary or hpZ secondary) in that chunk
     int64_t chunk = 0;
+    comm::Communicator* comm = nullptr;  // the group gathered over: all ranks, or the hpZ group
     torch::Tensor send, recv;      // [chunk] (a view of recv: in place), [world · chunk]; model dtype
     comm::Work work;
     // qwZ (zero_quantized_weights): `send` stands alone, goes out as int8 with one fp32 scale per group
@@ -137,6 +148,9 @@ class ShardedParameters {
   void setup_swapper(const ZeroConfig& zero, const AioConfig& aio);
   int64_t slot_align() const;  // elements between shard slots of a gather buffer (1 in RAM)
   std::unique_ptr<Pending> gather_quantized_async(std::unique_ptr<Pending> pending);  // qwZ
+  // The values `pending` sends for its k-th parameter: its primary shard (Device/Cpu) or its secondary.
+  torch::Tensor source(const Pending& pending, size_t k) const;
+  void keep_secondary(ShardedParam& p);  // hpZ: this rank's part of p's full values, before release
 
   struct PartialWrite {  // Nvme: a shard's new values, collected until all of its are in
     aio::AlignedBuffer buffer;
@@ -144,7 +158,8 @@ class ShardedParameters {
   };
 
   comm::Communicator& comm_;
-  bool quantized_ = false;  // qwZ: Compute gathers move int8 (zero_quantized_weights, world > 1)
+  bool quantized_ = false;  // qwZ: Forward/Backward gathers move int8 (zero_quantized_weights, world > 1)
+  comm::Communicator* hpz_ = nullptr;  // hpZ group, or nullptr
   DtypePlan plan_;
   MemoryLedger& ledger_;
   Tier tier_;

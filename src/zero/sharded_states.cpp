@@ -4,9 +4,27 @@
 
 #include "comm/work.h"
 #include "util/error.h"
+#include "util/logging.h"
 #include "zero/collectives.h"
 
 namespace ds::zero {
+namespace {
+
+// ZeRO++ hpZ: the secondary partition's group, `size` consecutive ranks of `dp` (DeepSpeed's
+// _create_zero_param_parallel_group), or nullptr when off. Collective over dp when on.
+std::unique_ptr<comm::Communicator> make_hpz_group(int64_t size, comm::Communicator& dp) {
+  if (size <= 1 || dp.size() == 1) return nullptr;
+  if (size > dp.size() || dp.size() % size != 0)
+    throw ConfigError("zero_optimization.zero_hpz_partition_size",
+                      fmt::format("{} does not divide the {} data-parallel ranks into equal groups; use a divisor of "
+                                  "{} (usually the ranks per node)",
+                                  size, dp.size(), dp.size()));
+  log::info("zero_hpz_partition_size (hpZ): a secondary parameter partition over groups of {} ranks; backward "
+            "gathers stay inside them", size);
+  return dp.split(int(dp.rank() / size), int(dp.rank() % size), "split_hpz");
+}
+
+}  // namespace
 
 ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<NamedParam>& params)
     : config_(*o.config), comm_(*o.comm), plan_(o.plan), layers_(o.layers) {
@@ -17,8 +35,9 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   // offload_param: the shards in host memory or in NVMe swap files instead of with the module.
   const Placement where = o.zero.params;
   const Tier shard_tier = where == Placement::Nvme ? Tier::Nvme : where == Placement::Cpu ? Tier::Cpu : o.tier;
+  hpz_ = make_hpz_group(config_.zero_optimization.zero_hpz_partition_size, comm_);
   params_ = std::make_unique<ShardedParameters>(comm_, plan_, config_.zero_optimization, params, *o.ledger, shard_tier,
-                                                &config_.aio);
+                                                &config_.aio, hpz_.get());
   qgz_ = QuantizedGradients::make(config_.zero_optimization, comm_, o.node, *params_);
   coordinator_ = std::make_shared<ParamCoordinator>(*params_, *layers_, config_.zero_optimization);
   layers_->set_hooks(coordinator_);
@@ -57,8 +76,10 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
 }
 
 std::vector<const comm::Communicator*> ShardedStates::own_communicators() const {
-  if (!qgz_) return {};
-  return {&qgz_->nodes().local(), &qgz_->nodes().cross()};
+  std::vector<const comm::Communicator*> out;
+  if (qgz_) out = {&qgz_->nodes().local(), &qgz_->nodes().cross()};
+  if (hpz_) out.push_back(hpz_.get());
+  return out;
 }
 
 void ShardedStates::forward_started() {

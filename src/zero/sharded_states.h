@@ -60,6 +60,7 @@ class ShardedStates final : public ModelStates {
   comm::Communicator& comm_;
   DtypePlan plan_;
   nn::LayerList* layers_;
+  std::unique_ptr<comm::Communicator> hpz_;  // zero_hpz_partition_size's group (before params_: it uses it)
   std::unique_ptr<ShardedParameters> params_;
   std::shared_ptr<ParamCoordinator> coordinator_;
   std::vector<torch::Tensor> part_accum_;  // per group [shard numel], grad_accum dtype

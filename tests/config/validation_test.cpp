@@ -189,8 +189,11 @@ TEST(Validation, QuantizedWeightsBelowStageThreeAreIgnoredWithAWarning) {
   const Config c = test::load(with_batch(R"("zero_optimization": {"stage": 2, "zero_quantized_weights": true})"));
   EXPECT_TRUE(test::has_warning(c, "zero_optimization.zero_quantized_weights: true only applies to ZeRO stage 3, the "
                                    "stage that gathers parameters; ignored at stage 2"));
-  const Config g = test::load(with_batch(R"("zero_optimization": {"stage": 1, "zero_quantized_gradients": true})"));
+  const Config g = test::load(with_batch(R"("zero_optimization": {"stage": 1, "zero_quantized_gradients": true,
+      "zero_hpz_partition_size": 8, "zero_quantized_nontrainable_weights": true})"));
   EXPECT_TRUE(test::has_warning(g, "zero_optimization.zero_quantized_gradients: true only applies to ZeRO stage 3"));
+  EXPECT_TRUE(test::has_warning(g, "zero_optimization.zero_hpz_partition_size: 8 only applies to ZeRO stage 3"));
+  EXPECT_TRUE(test::has_warning(g, "zero_optimization.zero_quantized_nontrainable_weights: true has no effect"));
   try {
     (void)test::load(with_batch(R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true,
         "offload_param": {"device": "nvme", "nvme_path": "/tmp"}})"));

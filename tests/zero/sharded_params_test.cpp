@@ -89,7 +89,7 @@ TEST(ShardedParameters, QuantizedWeightsRoundComputeGathersOnlyWithinOneStep) {
   ZeroConfig z = thresholds(0);
   z.zero_quantized_weights = true;
   ShardedParameters sp(dp(), DtypePlan{}, z, m.params, ledger, Tier::Device);
-  sp.gather({0, 1, 2}, GatherFor::Compute);
+  sp.gather({0, 1, 2}, GatherFor::Forward);
   bool rounded = false;
   for (size_t id = 0; id < 3; ++id) {
     const auto want = m.rank0[id];
