@@ -80,10 +80,6 @@ void check_engine_support(const Config& c) {
                        "yet; remove it from the config or set it to its default");
   if (c.scheduler && !c.optimizer)
     throw ConfigError("scheduler", "an LR schedule needs an optimizer; add an \"optimizer\" section");
-  if (z.stage == 3 && z.zero_quantized_weights && plan.params == zero::Placement::Nvme)
-    throw NotSupported("zero_optimization.zero_quantized_weights: the int8 parameter all-gather (qwZ) with "
-                       "offload_param.device \"nvme\" is not implemented yet; use offload_param \"cpu\" or none, or "
-                       "remove zero_quantized_weights");
   const bool optimizer_on_nvme = plan.optimizer == zero::Placement::Nvme && c.optimizer;
   if (optimizer_on_nvme) check_nvme_swap_buffers(off, *c.optimizer);
   if (optimizer_on_nvme || plan.params == zero::Placement::Nvme) check_aio(c.aio);

@@ -32,11 +32,6 @@ ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& 
     : comm_(comm), quantized_(zero.zero_quantized_weights && comm.size() > 1), hpz_(hpz), plan_(plan), ledger_(ledger),
       tier_(tier) {
   const int world = comm.size(), rank = comm.rank();
-  DS_CHECK(!(quantized_ && tier == Tier::Nvme), NotSupported,
-           "zero_optimization.zero_quantized_weights with offload_param.device \"nvme\" is not implemented yet");
-  DS_CHECK(!(hpz_ && tier == Tier::Nvme), NotSupported,
-           "zero_optimization.zero_hpz_partition_size > 1 with offload_param.device \"nvme\": the secondary partition "
-           "on NVMe is not implemented (DeepSpeed's is a TODO too); use offload_param.device \"cpu\" or hpZ 1");
   torch::NoGradGuard no_grad;
   std::map<int, size_t> group_of;  // user param group → optimizer group, in group order
   for (const auto& np : params) group_of.emplace(np.param_group, 0);
@@ -97,7 +92,8 @@ ShardedParameters::ShardedParameters(comm::Communicator& comm, const DtypePlan& 
     if (hpz_ && !p.persistent) {  // persistent parameters are never released: no secondary needed
       const int64_t h = hpz_->size();
       p.secondary = torch::zeros({(p.numel + h - 1) / h}, torch::TensorOptions().dtype(plan_.model));
-      ledger_.add(tier_, MemKind::Params, p.secondary.numel() * c10::elementSize(plan_.model));
+      // With the shards on NVMe the secondary stays in host memory (DeepSpeed's NVMe secondary is a TODO).
+      ledger_.add(tier_ == Tier::Nvme ? Tier::Cpu : tier_, MemKind::Params, p.secondary.numel() * c10::elementSize(plan_.model));
     }
     if (p.persistent) {
       // The model computes with exactly the rounded values the shards hold.
@@ -245,7 +241,8 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(cons
   bool secondary = hpz_ != nullptr && purpose == GatherFor::Backward;
   for (size_t id : pending->ids) secondary = secondary && params_[id].secondary_valid;
   pending->comm = secondary ? hpz_ : &comm_;
-  const int64_t align = slot_align();
+  const bool from_disk = swapper_ && !secondary && !(quantized_ && purpose != GatherFor::Exact);
+  const int64_t align = from_disk ? slot_align() : 1;
   for (size_t id : pending->ids) {
     const ShardedParam& p = params_[id];
     pending->offsets.push_back(pending->chunk);
@@ -255,7 +252,7 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(cons
   const int world = pending->comm->size();
   auto opts = torch::TensorOptions().dtype(plan_.model);
   if (quantized_ && purpose != GatherFor::Exact) return gather_quantized_async(std::move(pending));
-  if (swapper_) {  // 4 KiB-aligned slots, so each shard is read from disk into its place
+  if (from_disk) {  // 4 KiB-aligned slots, so each shard is read from disk into its place
     auto buf = std::make_shared<aio::AlignedBuffer>(pending->chunk * world * int64_t(c10::elementSize(plan_.model)));
     pending->recv = torch::from_blob(buf->data(), {pending->chunk * world}, [buf](void*) {}, opts);
   } else {
@@ -264,14 +261,14 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(cons
   pending->send = pending->recv.narrow(0, pending->comm->rank() * pending->chunk, pending->chunk);  // in place
   for (size_t k = 0; k < pending->ids.size(); ++k) {
     auto slot = pending->send.narrow(0, pending->offsets[k], pending->sizes[k]);
-    if (swapper_) {
+    if (from_disk) {
       pending->swapper = swapper_.get();
       pending->reads.push_back(swapper_->read_async(pending->ids[k], slot.data_ptr()));
     }
     else slot.copy_(source(*pending, k));
   }
-  // On NVMe the all-gather starts when the reads have landed (finish).
-  if (world > 1 && !swapper_)
+  // From disk the all-gather starts when the reads have landed (finish).
+  if (world > 1 && !from_disk)
     pending->work = pending->comm->all_gather_async(as_buffer(pending->send), as_buffer(pending->recv),
                                                     secondary ? "gather_parameters_hpz" : "gather_parameters");
   return pending;
@@ -280,7 +277,8 @@ std::unique_ptr<ShardedParameters::Pending> ShardedParameters::gather_async(cons
 torch::Tensor ShardedParameters::source(const Pending& pending, size_t k) const {
   const ShardedParam& p = params_[pending.ids[k]];
   if (pending.comm != &comm_) return p.secondary;  // gathered inside the hpZ group
-  return storage_[p.group].narrow(0, p.offset, p.shard.shard_size);
+  // On NVMe (qwZ) the shard is read here, before it is quantized: no prefetch overlap with the disk.
+  return read_range(p.group, p.offset, p.shard.shard_size);
 }
 
 void ShardedParameters::keep_secondary(ShardedParam& p) {
@@ -330,7 +328,7 @@ void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
     comm::quant::dequantize_int8(pending->qrecv.data_ptr<int8_t>(), n, pending->groups * world,
                                  pending->scales_recv.data_ptr<float>(), pending->recv.data_ptr<float>());
   }
-  if (swapper_) {
+  if (pending->swapper != nullptr) {
     while (!pending->reads.empty()) {  // popped first: each handle is waited exactly once
       const aio::IoHandle h = pending->reads.back();
       pending->reads.pop_back();

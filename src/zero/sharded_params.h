@@ -7,7 +7,8 @@
 // Small parameters (stage3_param_persistence_threshold, model_persistence_threshold) stay gathered.
 // With zero_quantized_weights (ZeRO++ qwZ) a gather moves int8 values with one fp32 scale per group
 // of up to 8000 elements (DeepSpeed's group sizes), about half a bf16 gather's bytes; the shards and
-// the optimizer keep full precision, only the gathered copies carry the rounding.
+// the optimizer keep full precision, only the gathered copies carry the rounding. (On NVMe such a
+// gather reads its shards before quantizing them, so it does not overlap the disk.)
 //
 // With zero_hpz_partition_size h (ZeRO++ hpZ) a parameter released after its forward also keeps
 // 1/h of the values it was computed with (a secondary partition over the h consecutive ranks of its

@@ -194,13 +194,9 @@ TEST(Validation, QuantizedWeightsBelowStageThreeAreIgnoredWithAWarning) {
   EXPECT_TRUE(test::has_warning(g, "zero_optimization.zero_quantized_gradients: true only applies to ZeRO stage 3"));
   EXPECT_TRUE(test::has_warning(g, "zero_optimization.zero_hpz_partition_size: 8 only applies to ZeRO stage 3"));
   EXPECT_TRUE(test::has_warning(g, "zero_optimization.zero_quantized_nontrainable_weights: true has no effect"));
-  try {
-    (void)test::load(with_batch(R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true,
-        "offload_param": {"device": "nvme", "nvme_path": "/tmp"}})"));
-    ADD_FAILURE() << "qwZ with parameters on NVMe must be refused";
-  } catch (const NotSupported& e) {
-    EXPECT_NE(std::string(e.what()).find("zero_optimization.zero_quantized_weights"), std::string::npos) << e.what();
-  }
+  // qwZ with the shards on NVMe runs (each gather reads, then quantizes): no refusal.
+  EXPECT_NO_THROW((void)test::load(with_batch(R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true,
+        "offload_param": {"device": "nvme", "nvme_path": "/tmp"}})")));
 }
 
 TEST(Validation, FlopsProfilerTurnsOnWallClockBreakdown) {

@@ -188,6 +188,17 @@ TEST(ZeroInfinity, PersistentParametersAndCpuParameterOffloadMatchOneProcess) {
   expect_matches(engine_run(2, 2, infinity(dir, "cpu")), want);
 }
 
+TEST(ZeroInfinity, ZeroPlusPlusWithParametersOnNvme) {
+  // hpZ's secondary partition (host memory) is exact: still within 1e-5 of the plain loop. qwZ reads
+  // each shard from disk, then quantizes it: within 1% of the same run without it.
+  const auto dir = nvme_dir("infinity_zeropp");
+  const auto want = reference_run(2 * 2 * comm::launcher_world_size());
+  expect_matches(engine_run(2, 2, infinity(dir, "nvme", R"(, "zero_hpz_partition_size": 2)")), want);
+  const auto qwz = engine_run(2, 2, infinity(dir, "nvme", R"(, "zero_quantized_weights": true)"));
+  ASSERT_EQ(qwz.losses.size(), want.losses.size());
+  for (size_t i = 0; i < want.losses.size(); ++i) EXPECT_NEAR(qwz.losses[i], want.losses[i], 0.01 * want.losses[i]) << i;
+}
+
 TEST(ZeroInfinity, Bf16ParametersOnNvmeEqualBf16InRam) {
   // The disk must not change a bit: bf16 shards on NVMe give the losses and parameters of bf16
   // shards in RAM.
