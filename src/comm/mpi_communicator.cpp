@@ -4,8 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "comm/mpi_collectives.h"
 #include "comm/mpi_runtime.h"
@@ -16,6 +18,7 @@ namespace ds::comm {
 
 // Exit code of a job the watchdog aborted (MPI_Abort's errorcode; mpirun returns it).
 constexpr int kWatchdogAbortCode = 86;
+constexpr int kAbortGraceS = 5;
 
 struct MpiCommunicator::Impl {
   MpiOptions options;
@@ -90,6 +93,13 @@ void MpiCommunicator::start() {
                    kWatchdogAbortCode);
       std::fflush(stderr);
       // The whole job, not only this (possibly sub-) communicator's group: every rank must stop.
+      // MPI_Abort goes through the launcher's daemons; when the network to them is gone (a cut link,
+      // a dead host) it never returns, so the process ends itself after a grace period regardless.
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceS));
+        std::fprintf(stderr, "[deepspeed.cpp] MPI_Abort did not end this process within %d s: exiting\n", kAbortGraceS);
+        std::_Exit(kWatchdogAbortCode);
+      }).detach();
       MPI_Abort(MPI_COMM_WORLD, kWatchdogAbortCode);
     };
     m.watchdog = std::make_unique<Watchdog>(m.timeout_s, probe, on_timeout);

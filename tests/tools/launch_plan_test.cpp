@@ -58,6 +58,8 @@ LaunchRequest with_hostfile(const std::string& path) {
 }
 
 const char* kTail = " -x MASTER_PORT=29500 ./train --config 'ds config.json'";
+// Remote hosts: a silent one is noticed in about 15 s (mpirun_command.cpp).
+#define KEEPALIVE "--mca oob_tcp_keepalive_time 3 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5 "
 
 TEST_F(LauncherDryRun, NoHostfileRunsOneRankPerNumaNodeOnLocalhost) {
   LaunchRequest r;
@@ -84,13 +86,13 @@ TEST_F(LauncherDryRun, NumProcsOnLocalhostOversubscribesPastTheCores) {
 
 TEST_F(LauncherDryRun, TwoWorkersAllSlots) {
   const auto r = with_hostfile(hostfile("worker-0 slots=4\nworker-1 slots=4\n"));
-  EXPECT_EQ(line(r), std::string("mpirun --bind-to none -np 8 -H worker-0:4,worker-1:4 -x MASTER_ADDR=worker-0") + kTail);
+  EXPECT_EQ(line(r), std::string("mpirun --bind-to none " KEEPALIVE "-np 8 -H worker-0:4,worker-1:4 -x MASTER_ADDR=worker-0") + kTail);
 }
 
 TEST_F(LauncherDryRun, IncludeWholeHostAndChosenSlots) {
   auto r = with_hostfile(hostfile("worker-0 slots=4\nworker-1 slots=4\n"));
   r.include = "worker-0@worker-1:0,2";
-  EXPECT_EQ(line(r), "mpirun --bind-to none "
+  EXPECT_EQ(line(r), "mpirun --bind-to none " KEEPALIVE
                      "-np 4 -H worker-0:4 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,1,2,3 "
                      "./train --config 'ds config.json' : "
                      "-np 2 -H worker-1:2 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,2 "
@@ -101,9 +103,9 @@ TEST_F(LauncherDryRun, ExcludeAHostAndSlots) {
   auto r = with_hostfile(hostfile("# cluster\nworker-0 slots=4\n\nworker-1 slots=4\nworker-2 slots=2\n"));
   r.exclude = "worker-0";
   EXPECT_EQ(line(r),
-            std::string("mpirun --bind-to none -np 6 -H worker-1:4,worker-2:2 -x MASTER_ADDR=worker-1") + kTail);
+            std::string("mpirun --bind-to none " KEEPALIVE "-np 6 -H worker-1:4,worker-2:2 -x MASTER_ADDR=worker-1") + kTail);
   r.exclude = "worker-1:3@worker-2:0";
-  EXPECT_EQ(line(r), "mpirun --bind-to none "
+  EXPECT_EQ(line(r), "mpirun --bind-to none " KEEPALIVE
                      "-np 4 -H worker-0:4 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,1,2,3 "
                      "./train --config 'ds config.json' : "
                      "-np 3 -H worker-1:3 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,1,2 "
@@ -116,7 +118,7 @@ TEST_F(LauncherDryRun, NumNodesAndNumGpus) {
   auto r = with_hostfile(hostfile("worker-0 slots=4\nworker-1 slots=4\n"));
   r.num_nodes = 1;
   r.num_gpus = 2;
-  EXPECT_EQ(line(r), std::string("mpirun --bind-to none -np 2 -H worker-0:2 -x MASTER_ADDR=worker-0") + kTail);
+  EXPECT_EQ(line(r), std::string("mpirun --bind-to none " KEEPALIVE "-np 2 -H worker-0:2 -x MASTER_ADDR=worker-0") + kTail);
 }
 
 TEST_F(LauncherDryRun, LocalHostfileUsesTheWrapperAndEveryOption) {
@@ -140,9 +142,16 @@ TEST_F(LauncherDryRun, LocalHostfileUsesTheWrapperAndEveryOption) {
 TEST_F(LauncherDryRun, RemoteHostsWithPerRankLogsStillUseTheWrapper) {
   auto r = with_hostfile(hostfile("worker-0 slots=1\n"));
   r.each_rank_log = "/shared/logs";
-  EXPECT_EQ(line(r), "mpirun --bind-to none -np 1 -H worker-0:1 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 "
+  EXPECT_EQ(line(r), "mpirun --bind-to none " KEEPALIVE "-np 1 -H worker-0:1 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 "
                      "/opt/ds/bin/ds-run --rank_shim --rank_log /shared/logs/20240102030405_ -- "
                      "./train --config 'ds config.json'");
+}
+
+TEST_F(LauncherDryRun, KeepaliveOnlyAcrossHostsAndNotOverTheUsers) {
+  auto r = with_hostfile(hostfile("worker-0 slots=1\n"));
+  r.launcher_args = "--mca oob_tcp_keepalive_time 60";
+  EXPECT_EQ(line(r), std::string("mpirun --bind-to none --mca oob_tcp_keepalive_time 60 -np 1 -H worker-0:1 "
+                                 "-x MASTER_ADDR=worker-0") + kTail);
 }
 
 TEST_F(LauncherDryRun, Errors) {

@@ -68,6 +68,16 @@ MpirunCommand build_mpirun_command(const MpirunOptions& o) {
   // OpenMP pool to one core; binding is the engine's job (DS_BIND_CORES_TO_RANK), so turn it off.
   cmd.argv = {o.mpirun, "--bind-to", "none"};
   if (local_ranks > o.local_cores) cmd.argv.push_back("--oversubscribe");
+  // Across hosts: notice a silent host in about 15 s (TCP keepalive on mpirun's daemon links) instead of
+  // Open MPI's 8 minutes, so a dead host or a cut link ends the job rather than hanging mpirun.
+  const bool remote = std::any_of(hosts.begin(), hosts.end(),
+                                  [&](const HostSlots& h) { return !is_local_host(h.host, o.local_names); });
+  const bool user_keepalive = std::any_of(o.launcher_args.begin(), o.launcher_args.end(), [](const std::string& a) {
+    return a.find("oob_tcp_keepalive") != std::string::npos;
+  });
+  if (remote && !user_keepalive)
+    cmd.argv.insert(cmd.argv.end(), {"--mca", "oob_tcp_keepalive_time", "3", "--mca", "oob_tcp_keepalive_intvl", "2",
+                                     "--mca", "oob_tcp_keepalive_probes", "5"});
   cmd.argv.insert(cmd.argv.end(), o.launcher_args.begin(), o.launcher_args.end());
 
   const std::vector<std::string> exports = export_args(o);

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Multi-host runs on test hosts (scripts/testhosts.sh: network namespaces joined by a bridge, real TCP
+# between them). Usage: multihost_test.sh BUILD_DIR N. Exit 77 (ctest: skipped) where the machine does
+# not allow network namespaces. Checks, each with a bound on its time:
+#   1. ZeRO stages 1-3 and CPU offload across N hosts match the one-process loop (distributed_tests);
+#   2. ds-run --hostfile runs ds-train across the hosts with the same per-step losses (6 decimals) as N
+#      ranks on one host, and the checkpoint it saved loads in one process;
+#   3. 1% packet loss on one host's link (netem, where the kernel has it): the same losses; a slow link
+#      (100 Mbit/s token bucket): the same losses;
+#   4. a link cut mid-run: the job exits non-zero within a bound, naming the lost host;
+#   5. a host killed mid-run (its processes SIGKILLed): the job exits non-zero within the bound and the
+#      checkpoint named by `latest` still loads.
+set -uo pipefail
+BUILD=$(readlink -f "${1:?build dir}")
+N=${2:-2}
+HERE=$(dirname "$(readlink -f "$0")")
+ROOT=$(readlink -f "$HERE/../..")
+HOSTS="$ROOT/scripts/testhosts.sh"
+export DS_TESTHOSTS_DIR=/tmp/ds_testhosts_ctest
+WORK=$(mktemp -d /tmp/ds_multihost.XXXXXX)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+if ! why=$("$HOSTS" check 2>&1); then
+  echo "SKIP: $why"
+  exit 77
+fi
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cleanup() { "$HOSTS" down >/dev/null 2>&1; rm -rf "$WORK"; }
+trap cleanup EXIT
+"$HOSTS" up "$N" || fail "testhosts up $N"
+OPTS=$(cat "$DS_TESTHOSTS_DIR/mpirun_options")
+HOSTFILE="$DS_TESTHOSTS_DIR/hostfile"
+elapsed() { echo $(( $(date +%s) - $1 )); }
+
+# 1. The engine's equivalence tests across hosts.
+t0=$(date +%s)
+timeout 300 mpirun $OPTS --hostfile "$HOSTFILE" -np "$N" -x DS_COMM_TIMEOUT_S=60 "$BUILD/tests/runtime/distributed_tests" \
+  --gtest_filter='Stage/ZeroStages.MatchOneProcessWithTheGlobalBatch/*:Stage/ZeroStages.CpuOffloadMatchesOneProcess/*:Stage3.WithoutOverlapMatches' \
+  > "$WORK/equivalence.log" 2>&1 || { tail -40 "$WORK/equivalence.log"; fail "ZeRO across $N hosts does not match one process"; }
+echo "ok 1: ZeRO 1/2/3 and CPU offload across $N hosts match the one-process loop ($(elapsed $t0) s)"
+
+# 2. ds-run across the hosts vs N ranks on one host: the same losses.
+cat > "$WORK/zero2.json" <<JSON
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "steps_per_print": 1, "gradient_clipping": 1.0,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}},
+ "zero_optimization": {"stage": 2, "reduce_bucket_size": 20000},
+ "checkpoint": {"writer": {"type": "sync"}}}
+JSON
+train() {  # train LOG [ds-train args...] across the hosts
+  local log=$1; shift
+  timeout 300 "$BUILD/tools/ds-run" --hostfile "$HOSTFILE" --launcher_args "$OPTS" \
+    "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 --progress off "$@" > "$log" 2>&1
+}
+losses() { grep -o 'loss=[0-9.]*, loss_scale' "$1"; }
+t0=$(date +%s)
+train "$WORK/hosts.log" --steps 6 --save "$WORK/ckpt" || { tail -30 "$WORK/hosts.log"; fail "ds-train across hosts"; }
+timeout 300 "$BUILD/tools/ds-run" --num_procs "$N" "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 \
+  --progress off --steps 6 > "$WORK/local.log" 2>&1 || { tail -30 "$WORK/local.log"; fail "ds-train on one host"; }
+[ "$(losses "$WORK/hosts.log" | wc -l)" -ge 5 ] || fail "no per-step losses printed"
+diff <(losses "$WORK/hosts.log") <(losses "$WORK/local.log") > /dev/null || {
+  paste <(losses "$WORK/hosts.log") <(losses "$WORK/local.log"); fail "losses across hosts differ from one host"; }
+timeout 120 "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 --progress off --load "$WORK/ckpt" \
+  --steps 8 > "$WORK/load.log" 2>&1 || { tail -20 "$WORK/load.log"; fail "the checkpoint saved across hosts does not load in one process"; }
+echo "ok 2: ds-run across $N hosts: losses equal to one host's; its checkpoint loads in one process ($(elapsed $t0) s)"
+
+# 3. A lossy link changes nothing (where the kernel has netem); a slow one slows only.
+t0=$(date +%s)
+if tc qdisc add dev dsv1 root netem loss 1% 2>/dev/null; then
+  train "$WORK/lossy.log" --steps 6 || { tail -30 "$WORK/lossy.log"; fail "training with 1% packet loss"; }
+  diff <(losses "$WORK/lossy.log") <(losses "$WORK/local.log") > /dev/null || fail "1% packet loss changed the losses"
+  tc qdisc del dev dsv1 root
+  echo "ok 3a: 1% packet loss on worker-1's link: the same losses"
+else
+  echo "skip 3a: packet loss needs the kernel's netem qdisc (sch_netem), which this kernel lacks"
+fi
+# A token bucket: 100 Mbit/s on worker-1's link (tbf is in every kernel build we have met).
+tc qdisc add dev dsv1 root tbf rate 100mbit burst 64kb latency 200ms || fail "tc tbf"
+train "$WORK/slow.log" --steps 6 || { tail -30 "$WORK/slow.log"; fail "training over a slow link"; }
+diff <(losses "$WORK/slow.log") <(losses "$WORK/local.log") > /dev/null || fail "a slow link changed the losses"
+tc qdisc del dev dsv1 root
+echo "ok 3b: worker-1's link at 100 Mbit/s: the same losses ($(elapsed $t0) s)"
+
+# A long run in the background; waits until it has printed `steps` losses.
+start_long() {  # LOG TIMEOUT_S [args]
+  local log=$1 limit=$2; shift 2
+  DS_COMM_TIMEOUT_S=$limit timeout 300 "$BUILD/tools/ds-run" --hostfile "$HOSTFILE" --launcher_args "$OPTS -x DS_COMM_TIMEOUT_S" \
+    "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 --progress off --steps 100000 "$@" > "$log" 2>&1 &
+  LONG_PID=$!
+  for _ in $(seq 600); do
+    [ "$(losses "$log" | wc -l)" -ge 3 ] && return 0
+    kill -0 "$LONG_PID" 2>/dev/null || { tail -20 "$log"; fail "the long run ended early"; }
+    sleep 0.1
+  done
+  fail "the long run printed no losses in 60 s"
+}
+wait_exit() {  # BOUND_S: the long run must end within it, non-zero; prints its seconds
+  local bound=$1 t=$(date +%s)
+  while kill -0 "$LONG_PID" 2>/dev/null; do
+    (( $(date +%s) - t > bound )) && { kill -9 "$LONG_PID"; fail "still running ${bound} s after the fault"; }
+    sleep 0.2
+  done
+  wait "$LONG_PID"; local rc=$?
+  [ "$rc" -ne 0 ] || fail "the job exited 0 after a fault"
+  echo $(( $(date +%s) - t ))
+}
+
+# 4. A link cut mid-run: ds-run's TCP keepalive on mpirun's daemon links notices the silent host
+# (~15 s, before the 20 s collective watchdog) and the job ends naming it.
+start_long "$WORK/cut.log" 20
+ip link set dsv1 down
+secs=$(wait_exit 60) || { tail -30 "$WORK/cut.log"; exit 1; }
+ip link set dsv1 up
+grep -qE "lost communication with a remote daemon|comm watchdog: collective" "$WORK/cut.log" && grep -q "worker-1" "$WORK/cut.log" ||
+  { tail -30 "$WORK/cut.log"; fail "the job's end after the link cut does not name worker-1"; }
+echo "ok 4: link cut mid-run: the job exited in $secs s naming the lost host worker-1"
+
+# 5. A host killed mid-run (after a checkpoint): the job ends; `latest` still loads.
+start_long "$WORK/kill.log" 8 --save "$WORK/ckpt_kill" --save-interval 2
+for _ in $(seq 300); do [ -f "$WORK/ckpt_kill/latest" ] && break; sleep 0.1; done
+[ -f "$WORK/ckpt_kill/latest" ] || fail "no checkpoint before the kill"
+ip netns pids worker-1 | xargs -r kill -9
+secs=$(wait_exit 60) || { tail -30 "$WORK/kill.log"; exit 1; }
+saved=$(sed 's/[^0-9]//g' "$WORK/ckpt_kill/latest")
+timeout 120 "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 --progress off --load "$WORK/ckpt_kill" \
+  --steps $((saved + 1)) > "$WORK/kill_load.log" 2>&1 || { tail -20 "$WORK/kill_load.log"; fail "latest does not load after the kill"; }
+echo "ok 5: host killed mid-run: the job exited in $secs s; latest ($(cat "$WORK/ckpt_kill/latest")) loads"
+echo "PASS: multihost on $N test hosts"
