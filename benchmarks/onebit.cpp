@@ -5,12 +5,17 @@
 //   ./build/benchmarks/onebit                   # drives: mpirun -np 2 <self> --worker --type T
 //   ./build/benchmarks/onebit --world 4 --steps 300
 //   ./build/benchmarks/onebit --exchange-elems 0   # skip timing the bare exchange (124M floats)
+//   ./build/benchmarks/onebit --slow-link 1gbit    # root: Adam vs 1-bit Adam on 2 test hosts over a 1 Gbit/s link
 //
 // Ends with
 //   BENCH onebit_wire_bytes ours=<1-bit Adam bytes/step, compressed> ref=<Adam's fp32 gradient all-reduce bytes/step> unit=bytes ratio=..
 //   BENCH onebit_adam_loss ours=<OneBitAdam final loss> ref=<the same, never compressing> unit=loss ratio=..
 //   BENCH zero_one_adam_loss ours=<ZeroOneAdam final loss> ref=<OneBitAdam never compressing> unit=loss ratio=..
 //   BENCH onebit_lamb_loss ours=<OneBitLamb final loss> ref=<the same, never compressing> unit=loss ratio=..
+// or, with --slow-link, only
+//   BENCH onebit_step_slow_link ours=<1-bit Adam s/step after freeze_step> ref=<Adam s/step> unit=s ratio=..
+//   (2 test hosts, scripts/testhosts.sh, each host's link shaped to the rate with a token bucket; a
+//   model of --vocab x --embd whose gradient exchange dominates the step)
 // (DeepSpeed's fused Adam and Lamb run too and are printed beside them: the 1-bit family's warm-up is
 // not bias-corrected, so with a short warm-up its frozen variance is small and its steps larger.)
 // (final loss: the mean of the last 20 steps' losses over the ranks). On one machine the ranks talk
@@ -22,8 +27,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,8 +47,9 @@ struct Options {
   int world = 2;
   int steps = 300, freeze = 100;  // freeze_step / var_freeze_step
   double beta2 = 0.99;            // every run's: the variance must be settled when it freezes (1 - 0.99^100 = 0.63)
-  int64_t micro = 4, seq = 64;
+  int64_t micro = 4, seq = 64, vocab = 256, embd = 64;
   std::string type = "Adam", corpus = "data/devils_dictionary.txt";
+  std::string launch_prefix;  // how the driver starts a worker run (mpirun on one host, or on test hosts)
 };
 
 struct Result {
@@ -72,7 +80,8 @@ Result run(const Options& o) {
       "gradient_clipping": 1.0, "optimizer": {}}})", o.micro, optimizer_json(o)), o.world, "<onebit bench>");
   torch::manual_seed(1234);
   auto c = ds::models::GPT2Config::preset("tiny");
-  c.vocab_size = 256;
+  c.vocab_size = o.vocab;
+  c.n_embd = o.embd;
   c.n_positions = o.seq;
   auto engine = ds::initialize(ds::models::GPT2(c).ptr(), std::move(cfg));
   auto data = corpus(o);
@@ -141,10 +150,12 @@ void time_exchange(int64_t n, int tensors) {
 
 Result launch(Options o, const std::string& type, const std::string& self, int freeze = -1) {
   if (freeze >= 0) o.freeze = freeze;
-  const std::string cmd = ds::bench::mpirun_prefix(o.world) + self +
+  const std::string prefix = o.launch_prefix.empty() ? ds::bench::mpirun_prefix(o.world) : o.launch_prefix;
+  const std::string cmd = prefix + self +
                           fmt::format(" --worker --world {} --type {} --steps {} --freeze {} --beta2 {} --micro {} --seq {} "
-                                      "--corpus {} 2>&1",
-                                      o.world, type, o.steps, o.freeze, o.beta2, o.micro, o.seq, o.corpus);
+                                      "--vocab {} --embd {} --corpus {} 2>&1",
+                                      o.world, type, o.steps, o.freeze, o.beta2, o.micro, o.seq, o.vocab, o.embd,
+                                      o.corpus);
   Result r;
   char name[64] = {0};
   std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %63s %lf %lf %lf %lf %lf", name, &r.final_loss,
@@ -155,6 +166,39 @@ Result launch(Options o, const std::string& type, const std::string& self, int f
                "warm-up, %.4f compressed\n",
                r.type.c_str(), r.final_loss, r.grad_bytes_per_step, r.onebit_bytes_per_step, r.warm_s, r.compressed_s);
   return r;
+}
+
+// Adam against 1-bit Adam on 2 test hosts whose links are shaped to `rate` (tc tbf): seconds per step
+// once 1-bit Adam compresses. Returns 1 (and says why) where test hosts cannot be made.
+int slow_link(Options o, const std::string& rate, const std::string& self) {
+  const std::string hosts = std::filesystem::absolute("scripts/testhosts.sh").string();
+  const std::string state = "/tmp/ds_testhosts_onebit";
+  const std::string env = "DS_TESTHOSTS_DIR=" + state + " ";
+  if (std::system((env + "bash " + hosts + " up 2 > /dev/null").c_str()) != 0) {
+    std::fprintf(stderr, "onebit: --slow-link needs test hosts (root, ip netns): %s up 2 failed\n", hosts.c_str());
+    return 1;
+  }
+  for (const char* link : {"dsv0", "dsv1"})  // each host's inbound traffic: both directions shaped
+    if (std::system(fmt::format("tc qdisc add dev {} root tbf rate {} burst 256kb latency 400ms", link, rate).c_str()) != 0) {
+      std::fprintf(stderr, "onebit: tc tbf on %s failed\n", link);
+      return 1;
+    }
+  std::ifstream opts(state + "/mpirun_options");
+  std::string mpirun_options((std::istreambuf_iterator<char>(opts)), std::istreambuf_iterator<char>());
+  while (!mpirun_options.empty() && (mpirun_options.back() == '\n' || mpirun_options.back() == ' ')) mpirun_options.pop_back();
+  o.world = 2;
+  o.launch_prefix = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun " + mpirun_options + " --hostfile " +
+                    state + "/hostfile -np 2 ";
+  const int64_t params = o.vocab * o.embd;
+  std::fprintf(stderr, "onebit --slow-link: 2 test hosts, links at %s, GPT-2 (vocab %lld x embd %lld: ~%.1f M parameters), "
+               "%d steps, freeze_step %d\n", rate.c_str(), (long long)o.vocab, (long long)o.embd, params / 1e6, o.steps,
+               o.freeze);
+  const Result adam = launch(o, "Adam", self);
+  const Result onebit = launch(o, "OneBitAdam", self);
+  std::system((env + "bash " + hosts + " down").c_str());
+  std::printf("BENCH onebit_step_slow_link ours=%.6g ref=%.6g unit=s ratio=%.4f\n", onebit.compressed_s, adam.warm_s,
+              adam.warm_s > 0 ? onebit.compressed_s / adam.warm_s : 0.0);
+  return 0;
 }
 
 }  // namespace
@@ -171,6 +215,10 @@ int main(int argc, char** argv) {
   app.add_option("--seq", o.seq)->capture_default_str();
   app.add_option("--corpus", o.corpus)->capture_default_str();
   app.add_option("--type", o.type, "worker: the optimizer")->capture_default_str();
+  app.add_option("--vocab", o.vocab, "the model's vocabulary (its embedding dominates the gradient)")->capture_default_str();
+  app.add_option("--embd", o.embd, "the model's width")->capture_default_str();
+  std::string slow_link_rate;
+  app.add_option("--slow-link", slow_link_rate, "e.g. 1gbit: Adam vs 1-bit Adam on 2 test hosts over links at this rate (root)");
   int64_t exchange_elems = 124'000'000;
   app.add_option("--exchange-elems", exchange_elems, "floats in the exchange timing (0: skip it)")->capture_default_str();
   app.add_flag("--worker", worker_mode, "internal: one run at this process's world size");
@@ -180,6 +228,7 @@ int main(int argc, char** argv) {
     else run(o);
     return 0;
   }
+  if (!slow_link_rate.empty()) return slow_link(o, slow_link_rate, argv[0]);
   std::fprintf(stderr, "onebit: GPT-2 tiny, world %d, %d steps, freeze at %d, beta2 %g, micro-batch %lld x %lld tokens\n",
                o.world, o.steps, o.freeze, o.beta2, (long long)o.micro, (long long)o.seq);
   // The uncompressed counterparts: the same optimizer never leaving its warm-up (DeepSpeed's
