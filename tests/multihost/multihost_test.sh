@@ -9,7 +9,8 @@
 #      (100 Mbit/s token bucket): the same losses;
 #   4. a link cut mid-run: the job exits non-zero within a bound, naming the lost host;
 #   5. a host killed mid-run (its processes SIGKILLed): the job exits non-zero within the bound and the
-#      checkpoint named by `latest` still loads.
+#      checkpoint named by `latest` still loads;
+#   6. preemption: SIGTERM to ds-run reaches every rank on every host; they save and the job exits 0.
 set -uo pipefail
 BUILD=$(readlink -f "${1:?build dir}")
 N=${2:-2}
@@ -124,4 +125,18 @@ saved=$(sed 's/[^0-9]//g' "$WORK/ckpt_kill/latest")
 timeout 120 "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 --progress off --load "$WORK/ckpt_kill" \
   --steps $((saved + 1)) > "$WORK/kill_load.log" 2>&1 || { tail -20 "$WORK/kill_load.log"; fail "latest does not load after the kill"; }
 echo "ok 5: host killed mid-run: the job exited in $secs s; latest ($(cat "$WORK/ckpt_kill/latest")) loads"
+# 6. Preemption: a SIGTERM to ds-run reaches every rank on every host (through the rank wrappers), each
+# saves at the next step boundary, and the job exits 0.
+start_long "$WORK/preempt.log" 60 --save "$WORK/ckpt_preempt"
+t0=$(date +%s)
+kill -TERM "$(pgrep -P "$LONG_PID" -f tools/ds-run | head -1)"
+while kill -0 "$LONG_PID" 2>/dev/null; do
+  (( $(date +%s) - t0 > 60 )) && { kill -9 "$LONG_PID"; tail -20 "$WORK/preempt.log"; fail "still running 60 s after SIGTERM"; }
+  sleep 0.2
+done
+wait "$LONG_PID" || { tail -30 "$WORK/preempt.log"; fail "the job did not exit 0 after SIGTERM"; }
+[ -f "$WORK/ckpt_preempt/latest" ] || fail "no checkpoint after SIGTERM"
+got=$(grep -c "SIGTERM received" "$WORK/preempt.log")
+[ "$got" -eq "$N" ] || { tail -30 "$WORK/preempt.log"; fail "$got of $N ranks saw the SIGTERM"; }
+echo "ok 6: SIGTERM to ds-run: all $N ranks stopped at a step boundary, saved $(cat "$WORK/ckpt_preempt/latest"), exit 0 in $(elapsed $t0) s"
 echo "PASS: multihost on $N test hosts"

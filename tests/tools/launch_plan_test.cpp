@@ -57,7 +57,7 @@ LaunchRequest with_hostfile(const std::string& path) {
   return r;
 }
 
-const char* kTail = " -x MASTER_PORT=29500 ./train --config 'ds config.json'";
+const char* kTail = " -x MASTER_PORT=29500 /opt/ds/bin/ds-run --rank_shim -- ./train --config 'ds config.json'";
 // Remote hosts: a silent one is noticed in about 15 s (mpirun_command.cpp).
 #define KEEPALIVE "--mca oob_tcp_keepalive_time 3 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5 "
 
@@ -94,9 +94,9 @@ TEST_F(LauncherDryRun, IncludeWholeHostAndChosenSlots) {
   r.include = "worker-0@worker-1:0,2";
   EXPECT_EQ(line(r), "mpirun --bind-to none " KEEPALIVE
                      "-np 4 -H worker-0:4 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,1,2,3 "
-                     "./train --config 'ds config.json' : "
+                     "/opt/ds/bin/ds-run --rank_shim -- ./train --config 'ds config.json' : "
                      "-np 2 -H worker-1:2 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,2 "
-                     "./train --config 'ds config.json'");
+                     "/opt/ds/bin/ds-run --rank_shim -- ./train --config 'ds config.json'");
 }
 
 TEST_F(LauncherDryRun, ExcludeAHostAndSlots) {
@@ -107,11 +107,11 @@ TEST_F(LauncherDryRun, ExcludeAHostAndSlots) {
   r.exclude = "worker-1:3@worker-2:0";
   EXPECT_EQ(line(r), "mpirun --bind-to none " KEEPALIVE
                      "-np 4 -H worker-0:4 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,1,2,3 "
-                     "./train --config 'ds config.json' : "
+                     "/opt/ds/bin/ds-run --rank_shim -- ./train --config 'ds config.json' : "
                      "-np 3 -H worker-1:3 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=0,1,2 "
-                     "./train --config 'ds config.json' : "
+                     "/opt/ds/bin/ds-run --rank_shim -- ./train --config 'ds config.json' : "
                      "-np 1 -H worker-2:1 -x MASTER_ADDR=worker-0 -x MASTER_PORT=29500 -x CUDA_VISIBLE_DEVICES=1 "
-                     "./train --config 'ds config.json'");
+                     "/opt/ds/bin/ds-run --rank_shim -- ./train --config 'ds config.json'");
 }
 
 TEST_F(LauncherDryRun, NumNodesAndNumGpus) {

@@ -106,12 +106,12 @@ LaunchPlan plan_launch(const LaunchRequest& r, const MachineFacts& m) {
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     o.rank_log_prefix = dir + "/" + m.timestamp + "_";
   }
-  // The wrapper needs ds-run on every node at the same path; on one machine that always holds,
-  // and per-rank logs need it anyway. Its exit records are read from this machine's disk only.
-  if (all_local || !o.rank_log_prefix.empty()) {
-    o.shim = m.self_exe;
-    if (all_local) o.status_dir = m.status_dir;
-  }
+  // Every rank runs under the wrapper, on every host: it turns ds-run's graceful stop into SIGTERM
+  // for the program (preemption saves on every host) and writes per-rank logs. It needs ds-run at
+  // the same path on every host, as DeepSpeed's launcher needs deepspeed on each node. Its exit
+  // records are read from this machine's disk, so only when every rank is local.
+  o.shim = m.self_exe;
+  if (all_local) o.status_dir = m.status_dir;
   plan.active = std::move(active);
   return plan;
 }
