@@ -4,6 +4,8 @@
 // --num_gpus as DeepSpeed does, builds one mpirun command (tools/launcher/), runs it with signals
 // forwarded, and exits with the worst rank's exit code. `ds-run --rank_shim ...` is the per-rank
 // wrapper mpirun starts (rank_shim.h); users never type it.
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +30,23 @@ using namespace ds::launcher;
 int fail(const std::string& message) {
   std::fprintf(stderr, "ds-run: error: %s\n", message.c_str());
   return 1;
+}
+
+// Every remote host must resolve before anything starts: mpirun would otherwise start the hosts it
+// can reach and then fail on the first one it cannot, with Open MPI's less direct message.
+void check_hosts_resolve(const LaunchPlan& plan, const MachineFacts& machine, const std::string& hostfile) {
+  for (const HostSlots& h : plan.active) {
+    if (is_local_host(h.host, machine.local_names)) continue;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = getaddrinfo(h.host.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) freeaddrinfo(found);
+    if (rc != 0)
+      throw ds::Error("host '" + h.host + "' in " + hostfile + " does not resolve (" + gai_strerror(rc) +
+                      "): fix its name in the hostfile, or add it to DNS or /etc/hosts");
+  }
 }
 
 // Runs the planned mpirun; returns ds-run's exit code.
@@ -119,6 +138,7 @@ int main(int argc, char** argv) {
     }
     // After the plan: a value chosen here reaches the local ranks (they inherit mpirun's environment)
     // but is not forwarded with -x to other hosts, whose CPUs may differ; a user's value is.
+    check_hosts_resolve(plan, machine, r.hostfile);
     ds::export_blas_core_for_ranks("ds-run");
     return launch(plan, machine);
   } catch (const std::exception& e) {
