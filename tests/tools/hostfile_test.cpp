@@ -47,6 +47,11 @@ TEST(LauncherHostfile, DuplicateHostNamesFileAndLine) {
   EXPECT_NE(e.find("hf:4: Hostfile contains multiple entries for worker-1"), std::string::npos) << e;
 }
 
+TEST(LauncherHostfile, ZeroSlotsAreAnErrorNamingTheLine) {
+  const std::string e = error_of("worker-0 slots=2\nworker-1 slots=0\n");
+  EXPECT_NE(e.find("hf:2: Hostfile gives worker-1 0 slots"), std::string::npos) << e;
+}
+
 TEST(LauncherHostfile, BadEntries) {
   EXPECT_NE(error_of("\n    this is bad slots=1\n").find("hf:2: Hostfile contains a bad entry: 'this is bad slots=1'"),
             std::string::npos);

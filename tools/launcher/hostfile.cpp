@@ -54,6 +54,10 @@ ResourcePool parse_hostfile(std::string_view text, const std::string& source) {
     DS_CHECK(match_entry(line, entry), Error,
              where + "Hostfile contains a bad entry: '" + std::string(line) +
                  "' (expected '<hostname> slots=<n>', e.g. 'worker-0 slots=4'), unable to proceed with launching");
+    // DeepSpeed takes 0 and then starts nothing there without saying so: a clear error instead.
+    DS_CHECK(entry.slots > 0, Error,
+             where + "Hostfile gives " + entry.host + " 0 slots, unable to proceed with launching (give it at least "
+                     "one slot, or comment the line out with '#')");
     for (const HostEntry& seen : pool)
       DS_CHECK(seen.host != entry.host, Error,
                where + "Hostfile contains multiple entries for " + entry.host +

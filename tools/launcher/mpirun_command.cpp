@@ -55,7 +55,7 @@ MpirunCommand build_mpirun_command(const MpirunOptions& o) {
   DS_CHECK(!o.program.empty(), Error, "no program to launch (usage: ds-run [options] <program> [args...])");
   ActiveResources hosts;
   for (const HostSlots& h : o.resources)
-    if (!h.slots.empty()) hosts.push_back(h);  // a `slots=0` host starts nothing
+    if (!h.slots.empty()) hosts.push_back(h);  // a host whose slots were all excluded starts nothing
   DS_CHECK(!hosts.empty(), Error, "no rank to start: every host was filtered out or has 0 slots");
 
   int local_ranks = 0;
