@@ -6,12 +6,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
+#include "models/token_data.h"
 #include "util/memory_ledger.h"
 
 namespace ds::bench {
@@ -42,6 +47,27 @@ inline double model_state_bytes(const MemoryLedger& m) {
 }
 
 // The launcher prefix for a worker run at `world` ranks ("" at one rank: no launcher).
+// The corpus at `path` as byte tokens; without it (not fetched) a repetitive text, which still
+// shows how the runs' curves relate.
+inline models::TokenDataset corpus_or_filler(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  if (f) text << f.rdbuf();
+  else
+    for (int i = 0; i < 4000; ++i) text << "a stitch in time saves nine " << (i * 37 % 101) << ". ";
+  return models::TokenDataset::from_text(text.str());
+}
+
+// The final loss of a data-parallel run: the mean of the last 20 steps' losses, averaged over the ranks.
+inline double final_loss(const std::vector<double>& losses, comm::Communicator& dp) {
+  const int last = std::min<int>(20, int(losses.size()));
+  double tail = 0;
+  for (int i = int(losses.size()) - last; i < int(losses.size()); ++i) tail += losses[size_t(i)];
+  tail /= std::max(1, last);
+  dp.all_reduce(comm::Buffer(&tail, 1), comm::ReduceOp::Sum, "bench_loss");
+  return tail / dp.size();
+}
+
 inline std::string mpirun_prefix(int world) {
   if (world == 1) return "";
   std::string cmd = geteuid() == 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "";

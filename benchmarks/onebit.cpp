@@ -66,15 +66,6 @@ std::string optimizer_json(const Options& o) {
   return fmt::format(R"({{"type": "{}", "params": {{{}, "freeze_step": {}}}}})", o.type, common, o.freeze);
 }
 
-ds::models::TokenDataset corpus(const Options& o) {
-  std::ifstream f(o.corpus);
-  std::stringstream text;
-  if (f) text << f.rdbuf();
-  else  // no corpus fetched: a repetitive text still shows the curves' relation
-    for (int i = 0; i < 4000; ++i) text << "a stitch in time saves nine " << (i * 37 % 101) << ". ";
-  return ds::models::TokenDataset::from_text(text.str());
-}
-
 Result run(const Options& o) {
   auto cfg = ds::load_config_text(fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
       "gradient_clipping": 1.0, "optimizer": {}}})", o.micro, optimizer_json(o)), o.world, "<onebit bench>");
@@ -84,7 +75,7 @@ Result run(const Options& o) {
   c.n_embd = o.embd;
   c.n_positions = o.seq;
   auto engine = ds::initialize(ds::models::GPT2(c).ptr(), std::move(cfg));
-  auto data = corpus(o);
+  auto data = ds::bench::corpus_or_filler(o.corpus);
   ds::models::BatchSampler sampler(data, o.seq, 7);
   auto& dp = engine.topology().data();
   const int d = dp.rank(), world = dp.size();
@@ -102,14 +93,9 @@ Result run(const Options& o) {
     (compressed ? compressed_steps : warm_steps) += 1;
     losses.push_back(engine.last_loss());
   }
-  double tail = 0;
-  const int last = std::min<int>(20, int(losses.size()));
-  for (int i = int(losses.size()) - last; i < int(losses.size()); ++i) tail += losses[size_t(i)];
-  tail /= last;
-  dp.all_reduce(ds::comm::Buffer(&tail, 1), ds::comm::ReduceOp::Sum, "bench_loss");
   Result r;
   r.type = o.type;
-  r.final_loss = tail / world;
+  r.final_loss = ds::bench::final_loss(losses, dp);
   int64_t grad_calls_bytes = 0;
   for (const auto& t : dp.collective_log().totals())
     if (t.tag == "allreduce_gradients") grad_calls_bytes += t.wire_bytes;

@@ -54,15 +54,6 @@ struct Result {
   double final_loss = 0, gathers = 0, gradients = 0, total = 0, step_s = 0;  // bytes per step
 };
 
-ds::models::TokenDataset corpus(const Options& o) {
-  std::ifstream f(o.corpus);
-  std::stringstream text;
-  if (f) text << f.rdbuf();
-  else  // no corpus fetched: a repetitive text still shows the curves' relation
-    for (int i = 0; i < 4000; ++i) text << "a stitch in time saves nine " << (i * 37 % 101) << ". ";
-  return ds::models::TokenDataset::from_text(text.str());
-}
-
 void run(const Options& o) {
   auto cfg = ds::load_config_text(
       fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
@@ -75,7 +66,7 @@ void run(const Options& o) {
   c.vocab_size = 256;
   c.n_positions = o.seq;
   auto engine = ds::initialize(ds::models::GPT2(c).ptr(), std::move(cfg));
-  auto data = corpus(o);
+  auto data = ds::bench::corpus_or_filler(o.corpus);
   ds::models::BatchSampler sampler(data, o.seq, 7);
   auto& dp = engine.topology().data();
   const int d = dp.rank(), world = dp.size();
@@ -89,12 +80,7 @@ void run(const Options& o) {
   }
   Result r;
   r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps;
-  double tail = 0;
-  const int last = std::min<int>(20, int(losses.size()));
-  for (int i = int(losses.size()) - last; i < int(losses.size()); ++i) tail += losses[size_t(i)];
-  tail /= last;
-  dp.all_reduce(ds::comm::Buffer(&tail, 1), ds::comm::ReduceOp::Sum, "bench_loss");
-  r.final_loss = tail / world;
+  r.final_loss = ds::bench::final_loss(losses, dp);
   std::vector<const ds::comm::Communicator*> comms = {&dp};
   for (const auto* own : engine.model_states().own_communicators()) comms.push_back(own);
   for (const auto* comm : comms)
