@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "models/gpt2.h"
 #include "models/token_data.h"
 #include "util/memory_ledger.h"
 
@@ -56,6 +57,16 @@ inline models::TokenDataset corpus_or_filler(const std::string& path) {
   else
     for (int i = 0; i < 4000; ++i) text << "a stitch in time saves nine " << (i * 37 % 101) << ". ";
   return models::TokenDataset::from_text(text.str());
+}
+
+// GPT-2 "tiny" with seeded weights (the same on every run), `vocab` x `embd`, positions for `seq`.
+inline auto seeded_tiny_gpt2(int64_t seq, int64_t vocab = 256, int64_t embd = 64) {
+  torch::manual_seed(1234);
+  auto c = models::GPT2Config::preset("tiny");
+  c.vocab_size = vocab;
+  c.n_embd = embd;
+  c.n_positions = seq;
+  return models::GPT2(c).ptr();
 }
 
 // The final loss of a data-parallel run: the mean of the last 20 steps' losses, averaged over the ranks.

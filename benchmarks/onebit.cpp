@@ -69,12 +69,7 @@ std::string optimizer_json(const Options& o) {
 Result run(const Options& o) {
   auto cfg = ds::load_config_text(fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
       "gradient_clipping": 1.0, "optimizer": {}}})", o.micro, optimizer_json(o)), o.world, "<onebit bench>");
-  torch::manual_seed(1234);
-  auto c = ds::models::GPT2Config::preset("tiny");
-  c.vocab_size = o.vocab;
-  c.n_embd = o.embd;
-  c.n_positions = o.seq;
-  auto engine = ds::initialize(ds::models::GPT2(c).ptr(), std::move(cfg));
+  auto engine = ds::initialize(ds::bench::seeded_tiny_gpt2(o.seq, o.vocab, o.embd), std::move(cfg));
   auto data = ds::bench::corpus_or_filler(o.corpus);
   ds::models::BatchSampler sampler(data, o.seq, 7);
   auto& dp = engine.topology().data();

@@ -61,11 +61,7 @@ void run(const Options& o) {
           "zero_optimization": {{"stage": 3, "stage3_param_persistence_threshold": 0{}}}}})",
                   o.micro, variants().at(o.variant)),
       o.world, "<zeropp bench>");
-  torch::manual_seed(1234);
-  auto c = ds::models::GPT2Config::preset("tiny");
-  c.vocab_size = 256;
-  c.n_positions = o.seq;
-  auto engine = ds::initialize(ds::models::GPT2(c).ptr(), std::move(cfg));
+  auto engine = ds::initialize(ds::bench::seeded_tiny_gpt2(o.seq), std::move(cfg));
   auto data = ds::bench::corpus_or_filler(o.corpus);
   ds::models::BatchSampler sampler(data, o.seq, 7);
   auto& dp = engine.topology().data();
