@@ -109,6 +109,12 @@ agent() {
   local host=${1:?agent: no host}
   shift
   [ -e "/run/netns/$host" ] || die "agent: no test host '$host' (scripts/testhosts.sh up N)"
+  # A host whose link is cut cannot be reached, as ssh could not reach it: exit 255 like ssh does.
+  local link=/sys/class/net/dsv${host#worker-}/operstate
+  if [ -r "$link" ] && [ "$(cat "$link")" = down ]; then
+    echo "ssh: connect to host $host port 22: No route to host (testhosts: its link dsv${host#worker-} is down)" >&2
+    exit 255
+  fi
   # Its own UTS namespace, so the processes there see the host's name as theirs.
   exec ip netns exec "$host" unshare --uts /bin/sh -c "hostname $host && exec $*"
 }

@@ -2,7 +2,9 @@
 //   ds-run [launcher options] <program> [program args...]
 // Reads a DeepSpeed hostfile (or runs on localhost), applies --include/--exclude/--num_nodes/
 // --num_gpus as DeepSpeed does, builds one mpirun command (tools/launcher/), runs it with signals
-// forwarded, and exits with the worst rank's exit code. `ds-run --rank_shim ...` is the per-rank
+// forwarded, and exits with the worst rank's exit code; with --elastic_training it restarts the job
+// on the hosts alive, as the config's elasticity section allows (launcher/elastic_run.h). `ds-run
+// --rank_shim ...` is the per-rank
 // wrapper mpirun starts (rank_shim.h); users never type it.
 #include <netdb.h>
 #include <sys/socket.h>
@@ -17,6 +19,7 @@
 
 #include "cli_checks.h"
 #include "launcher/child_process.h"
+#include "launcher/elastic_run.h"
 #include "launcher/exit_status.h"
 #include "launcher/launch_plan.h"
 #include "launcher/rank_shim.h"
@@ -49,8 +52,8 @@ void check_hosts_resolve(const LaunchPlan& plan, const MachineFacts& machine, co
   }
 }
 
-// Runs the planned mpirun; returns ds-run's exit code.
-int launch(LaunchPlan& plan, const MachineFacts& machine) {
+// Runs the planned mpirun; returns ds-run's exit code and the stop signal it was sent, if any.
+LaunchOutcome launch(LaunchPlan& plan) {
   std::string status_dir = plan.mpirun.status_dir;
   if (!status_dir.empty()) {
     std::vector<char> tmpl(status_dir.begin(), status_dir.end());
@@ -85,7 +88,7 @@ int launch(LaunchPlan& plan, const MachineFacts& machine) {
     std::fprintf(stderr, "ds-run: exit code %d (%s%smpirun returned %d)\n", code, detail.c_str(),
                  detail.empty() ? "" : "; ", mpirun_code);
   }
-  return code;
+  return {code, forwarder.last_terminating_signal()};
 }
 
 }  // namespace
@@ -100,7 +103,8 @@ int main(int argc, char** argv) {
   }
 
   LaunchRequest r;
-  bool dry_run = false, no_local_rank = false, no_python = false;
+  ElasticOptions elastic;
+  bool dry_run = false, no_local_rank = false, no_python = false, elastic_training = false;
   CLI::App app{"ds-run [launcher options] <program> [program args...]\nLaunch a program on the hosts of a DeepSpeed hostfile through Open MPI's mpirun"};
   app.add_option("-H,--hostfile", r.hostfile, "DeepSpeed hostfile ('worker-0 slots=4' lines)")
       ->capture_default_str();
@@ -119,6 +123,18 @@ int main(int argc, char** argv) {
   app.add_option("--mpirun", r.mpirun, "the mpirun to run")->capture_default_str();
   app.add_flag("--bind_cores_to_rank", r.bind_cores_to_rank, "bind each local rank to its share of the cores (DS_BIND_CORES_TO_RANK=1)");
   app.add_option("--enable_each_rank_log", r.each_rank_log, "write each rank's stdout and stderr to DIR/<timestamp>_rank<r>.log");
+  app.add_flag("--elastic_training,--elastic", elastic_training,
+               "restart on the hosts alive after a failure, and on more when hosts return, with the batch the "
+               "config's elasticity section gives (docs/elasticity.md)");
+  app.add_option("--min_elastic_nodes", elastic.min_nodes, "elastic: the fewest hosts to run on (default: any)");
+  app.add_option("--max_elastic_nodes", elastic.max_nodes, "elastic: the most hosts to run on (default: all)");
+  app.add_option("--max_restarts", elastic.max_restarts, "elastic: restarts after failures before giving up")
+      ->capture_default_str()->check(ds::tools::whole_number(0, 1 << 20));
+  app.add_option("--elastic_probe_interval", elastic.probe_interval_s,
+                 "elastic: seconds between probes of the hosts outside the job")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--elastic_config", elastic.config_path,
+                 "elastic: the DeepSpeed config (default: the program's --deepspeed_config/--ds_config/--config)");
   app.add_flag("--dry-run,--dry_run", dry_run, "print the mpirun command line and exit");
   app.add_flag("--no_local_rank", no_local_rank, "accepted for DeepSpeed compatibility (ds-run never adds --local_rank)");
   app.add_flag("--no_python", no_python, "accepted for DeepSpeed compatibility (programs always run directly)");
@@ -140,7 +156,11 @@ int main(int argc, char** argv) {
     // but is not forwarded with -x to other hosts, whose CPUs may differ; a user's value is.
     check_hosts_resolve(plan, machine, r.hostfile);
     ds::export_blas_core_for_ranks("ds-run");
-    return launch(plan, machine);
+    if (elastic_training) {
+      if (elastic.config_path.empty()) elastic.config_path = find_config_argument(r.program);
+      return run_elastic(r, machine, elastic, launch);
+    }
+    return launch(plan).code;
   } catch (const std::exception& e) {
     return fail(e.what());
   }

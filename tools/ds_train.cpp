@@ -16,6 +16,7 @@
 #include "offload/huge_pages.h"
 #include "train_checks.h"
 #include "train_options.h"
+#include "train_resume.h"
 #include "train_sft.h"
 #include "util/error.h"
 #include "util/logging.h"
@@ -66,16 +67,18 @@ struct Run {
 };
 
 // One optimizer step of `gas` micro-batches: the plain engine's forward/backward/step, or the
-// pipeline's train_batch (the first stage reads the inputs, the last the targets).
+// pipeline's train_batch (the first stage reads the inputs, the last the targets). Returns the loss
+// over the whole global batch (each rank's mean over its micro-batches, averaged over the
+// data-parallel ranks), which does not depend on how the batch is split: the same at any world size.
 template <class E>
-void train_step(E& engine, ds::models::BatchSampler& sampler, int64_t step, int64_t micro, int64_t gas, int dp,
-                int dp_rank) {
+double train_step(E& engine, ds::models::BatchSampler& sampler, int64_t step, int64_t micro, int64_t gas, int dp,
+                  int dp_rank) {
   // Global sample order: micro-batch m of step `step` on data-parallel rank r, so any world size
   // sees the same samples per global batch as one process would.
   auto batch_at = [&](int64_t m) { return sampler.batch(((step * gas + m) * dp + dp_rank) * micro, micro); };
   if constexpr (std::is_same_v<E, ds::PipelineEngine>) {
     int64_t m = 0;
-    engine.train_batch([&] {
+    return engine.train_batch([&] {  // averaged over the replicas already
       auto b = batch_at(m++);
       return ds::PipeBatch{b.inputs, b.targets};
     });
@@ -85,6 +88,12 @@ void train_step(E& engine, ds::models::BatchSampler& sampler, int64_t step, int6
       engine.backward(engine.forward(batch.inputs, batch.targets));
       engine.step();
     }
+    double loss = engine.last_loss();
+    if (dp > 1) {
+      engine.topology().data().all_reduce(ds::comm::Buffer(&loss, 1), ds::comm::ReduceOp::Sum, "ds_train_loss");
+      loss /= dp;
+    }
+    return loss;
   }
 }
 
@@ -111,14 +120,9 @@ int train(E& engine, Run& r) {
       {"model", {{"type", "gpt2"}, {"vocab_size", mc.vocab_size}, {"n_positions", mc.n_positions},
                  {"n_embd", mc.n_embd}, {"n_layer", mc.n_layer}, {"n_head", mc.n_head}}},
       {"seed", opt.seed}};
-  int64_t first_step = 0;
-  if (!opt.load_dir.empty()) {
-    auto loaded = engine.load_checkpoint(opt.load_dir);
-    DS_CHECK(loaded.has_value(), ds::IoError, "--load " + opt.load_dir + ": no 'latest' file there (nothing to resume)");
-    first_step = engine.global_steps();
-    ds::tools::check_resume_step(first_step, opt.steps, opt.load_dir);
-    if (rank == 0) std::printf("resumed from %s at global step %lld\n", loaded->path.c_str(), static_cast<long long>(first_step));
-  }
+  const std::optional<int64_t> resumed = ds::tools::resume_training(engine, opt);
+  if (!resumed) return 0;
+  const int64_t first_step = *resumed;
   auto save = [&] {
     const std::string where = engine.save_checkpoint(opt.save_dir, "", client_state);
     if (rank == 0) std::printf("saved %s\n", where.c_str());
@@ -127,17 +131,18 @@ int train(E& engine, Run& r) {
 
   ds::ProgressReporter progress({opt.steps, opt.progress, std::max<int64_t>(1, opt.steps / 20), stdout});
   const double tokens_per_step = static_cast<double>(engine.train_batch_size() * r.seq);
-  double first_loss = 0.0, tokens_per_s = 0.0;
+  double first_loss = 0.0, last_loss = 0.0, tokens_per_s = 0.0;
   auto t_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step; step < opt.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
-    train_step(engine, r.sampler, step, micro, gas, dp, dp_rank);
+    const double loss = train_step(engine, r.sampler, step, micro, gas, dp, dp_rank);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double rate = tokens_per_step / std::max(dt, 1e-9);
     tokens_per_s = step == 0 ? rate : 0.9 * tokens_per_s + 0.1 * rate;
-    if (step == first_step) first_loss = engine.last_loss();
+    if (step == first_step) first_loss = loss;
+    last_loss = loss;
     auto lr = engine.get_lr();
-    progress.update({step + 1, engine.last_loss(), lr.empty() ? 0.0 : lr[0], tokens_per_s, ds::current_rss_bytes()});
+    progress.update({step + 1, loss, lr.empty() ? 0.0 : lr[0], tokens_per_s, ds::current_rss_bytes()});
     if (engine.stop_requested()) {  // agreed by every rank at this boundary
       progress.finish();
       return stop(engine, step + 1, opt.save_dir.empty() ? std::string() : engine.save_checkpoint(opt.save_dir, "", client_state));
@@ -149,7 +154,7 @@ int train(E& engine, Run& r) {
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (rank == 0) std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s, peak RSS %s\n",
               static_cast<long long>(opt.steps - first_step), ds::format_duration(total).c_str(), first_loss,
-              engine.last_loss(), tokens_per_step * double(opt.steps - first_step) / total,
+              last_loss, tokens_per_step * double(opt.steps - first_step) / total,
               ds::format_bytes(ds::peak_rss_bytes()).c_str());
   return 0;
 }

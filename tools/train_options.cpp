@@ -51,6 +51,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                  "cut the model into this many pipeline stages (sets the config's pipeline.stages; 1F1B schedule)")
       ->check(whole_number(1, 1 << 16));
   app.add_option("--load", o.load_dir, "resume from the checkpoint named by <dir>/latest (any world size)");
+  app.add_flag("--resume", o.resume,
+               "continue from the --save directory's latest checkpoint when it has one, else start fresh; a checkpoint "
+               "already at --steps ends the run at once (ds-run --elastic_training restarts)");
   app.add_option("--model-dir", o.model_dir,
                  "fine-tune this Hugging Face folder (config.json, safetensors, tokenizer.json) on --data JSON lines "
                  "(docs/fine-tuning-data.md)");
@@ -76,6 +79,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   static const std::map<std::string, ProgressMode> modes = {
       {"auto", ProgressMode::Auto}, {"bar", ProgressMode::Bar}, {"lines", ProgressMode::Lines}, {"off", ProgressMode::Off}};
   o.progress = no_progress ? ProgressMode::Off : modes.at(progress);
+  if (o.resume && o.save_dir.empty())
+    throw Error("--resume continues from the --save directory's latest checkpoint: give --save DIR");
   if (!o.model_dir.empty()) {
     o.pack = !pad;
     if (app.count("--data") == 0)

@@ -22,6 +22,7 @@ struct TrainOptions {
   std::string save_dir;       // checkpoints: every save_interval steps (0: at the end only) and at the end
   int64_t save_interval = 0;
   std::string load_dir;       // resume from <load_dir>/latest; --steps counts from the start of training
+  bool resume = false;        // --resume: from <save_dir>/latest when it exists (elastic restarts)
   int pipeline_stages = 0;    // --pipeline-stages: the config's pipeline.stages (0: as the config says)
   // Fine-tuning (--model-dir): a Hugging Face folder and JSON-lines data (tools/train_sft.cpp).
   std::string model_dir;

@@ -11,6 +11,7 @@
 #include "data/sft_dataset.h"
 #include "models/pretrained.h"
 #include "train_checks.h"
+#include "train_resume.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/stop_signal.h"
@@ -81,14 +82,9 @@ int run_sft(const TrainOptions& opt) {
 
   const nlohmann::json client_state = {{"model", {{"type", model->model_type()}, {"dir", opt.model_dir}}},
                                        {"seed", opt.seed}};
-  int64_t first_step = 0;
-  if (!opt.load_dir.empty()) {
-    auto loaded = engine.load_checkpoint(opt.load_dir);
-    DS_CHECK(loaded.has_value(), IoError, "--load " + opt.load_dir + ": no 'latest' file there (nothing to resume)");
-    first_step = engine.global_steps();
-    check_resume_step(first_step, opt.steps, opt.load_dir);
-    if (rank == 0) std::printf("resumed from %s at global step %lld\n", loaded->path.c_str(), static_cast<long long>(first_step));
-  }
+  const std::optional<int64_t> resumed = resume_training(engine, opt);
+  if (!resumed) return 0;
+  const int64_t first_step = *resumed;
   ProgressReporter progress({opt.steps, rank == 0 ? opt.progress : ProgressMode::Off,
                              std::max<int64_t>(1, opt.steps / 20), stdout});
   double first_loss = 0.0, tokens = 0.0;

@@ -232,11 +232,11 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
     }
     checksums[name] = write_rank_file(file, local, pieces, cpu_rng_state(), rank, world, private_tensors);
   }
-  crash_point("rank_file");
+  crash_point("rank_file", rank);
   if (rank == 0) {
     checksums[model_file_name()] = write_tensor_file((fs::path(partial) / model_file_name()).string(),
                                                      module_tensors(p.module), {{"format", "deepspeed.cpp model states"}});
-    crash_point("model_file");
+    crash_point("model_file", rank);
   }
   return checksums;
 }
@@ -267,9 +267,9 @@ void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::
   const std::string path = (fs::path(partial) / kManifestFile).string();
   (void)manifest_from_json(to_json(m), path);  // what we write must load
   write_manifest(m, path);
-  crash_point("manifest");
+  crash_point("manifest", 0);
   commit_tag_dir(r.dir, r.tag);
-  crash_point("commit");
+  crash_point("commit", 0);
   if (r.save_latest) write_latest(r.dir, r.tag);
 }
 

@@ -116,9 +116,23 @@ std::string resolve_tag_dir(const std::string& dir, const std::string& tag) {
   throw IoError(final_dir + ": no such checkpoint (check the directory and the tag)");
 }
 
-void crash_point(const char* point) {
-  const char* at = std::getenv("DS_CKPT_CRASH_AT");
-  if (at != nullptr && std::strcmp(at, point) == 0) ::kill(::getpid(), SIGKILL);
+namespace {
+
+bool hook_names(const char* variable, const char* point, int rank) {
+  const char* at = std::getenv(variable);
+  if (at == nullptr) return false;
+  const std::string v = at;
+  return v == point || v == std::string(point) + "@" + std::to_string(rank);
+}
+
+}  // namespace
+
+void crash_point(const char* point, int rank) {
+  if (hook_names("DS_CKPT_CRASH_AT", point, rank)) ::kill(::getpid(), SIGKILL);
+  if (hook_names("DS_CKPT_STALL_AT", point, rank)) {
+    log::warn("DS_CKPT_STALL_AT={}: rank {} stops here until it is killed", point, rank);
+    while (true) ::pause();
+  }
 }
 
 uint64_t tag_digest(const std::string& tag) {

@@ -43,9 +43,11 @@ std::optional<std::string> read_latest(const std::string& dir);
 // between its renames; throws ds::IoError naming what is missing (an interrupted save, a wrong tag).
 std::string resolve_tag_dir(const std::string& dir, const std::string& tag);
 
-// Test hook: DS_CKPT_CRASH_AT=<point> kills this process with SIGKILL when a save reaches that
-// point ("rank_file", "model_file", "manifest", "commit"), so tests can check what a crash leaves.
-void crash_point(const char* point);
+// Test hooks at the points of a save ("rank_file", "model_file", "manifest", "commit"), so tests can
+// check what a failure there leaves: DS_CKPT_CRASH_AT=<point> kills this process with SIGKILL;
+// DS_CKPT_STALL_AT=<point> stops it there until it is killed (a host that cannot finish its part
+// of a save). Either may name one rank: <point>@<rank> (`rank` is this process's global rank).
+void crash_point(const char* point, int rank);
 
 // FNV-1a of the tag: ranks compare it (max == min) for checkpoint.tag_validation.
 uint64_t tag_digest(const std::string& tag);

@@ -10,7 +10,7 @@
 namespace ds::config_detail {
 namespace {
 
-constexpr const char* kAllowedTypes =
+constexpr const char* kAllowedOptimizers =
     "Adam, AdamW, Adagrad, Lamb, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb (any case, as DeepSpeed lower-cases "
     "them) or SGD (exact case, a torch.optim name)";
 
@@ -18,9 +18,9 @@ OptimizerType parse_type(const Json* v, Source src) {
   const std::string path = "optimizer.type";
   if (v == nullptr) {
     throw ConfigError(path, std::string(src == Source::Auto ? "\"auto\" has no default here" : "missing") +
-                                "; name the optimizer: " + kAllowedTypes);
+                                "; name the optimizer: " + kAllowedOptimizers);
   }
-  if (!v->is_string()) type_error(path, std::string("an optimizer name (") + kAllowedTypes + ")", *v);
+  if (!v->is_string()) type_error(path, std::string("an optimizer name (") + kAllowedOptimizers + ")", *v);
   const std::string name = v->get<std::string>();
   const std::string l = lower(name);
   static const std::pair<const char*, OptimizerType> kDs[] = {{"adam", OptimizerType::Adam},
@@ -38,17 +38,17 @@ OptimizerType parse_type(const Json* v, Source src) {
   for (const char* n : {"muadam", "muadamw", "musgd", "muon"}) {
     if (l == n) {
       throw ConfigError(path, "\"" + name + "\" is a DeepSpeed optimizer that deepspeed.cpp does not implement yet; use " +
-                                  kAllowedTypes);
+                                  kAllowedOptimizers);
     }
   }
   for (const char* n : {"Adadelta", "Adamax", "ASGD", "LBFGS", "NAdam", "RAdam", "RMSprop", "Rprop", "SparseAdam"}) {
     if (name == n) {
       throw ConfigError(path, "\"" + name + "\" (torch.optim." + name +
-                                  ") is not implemented in deepspeed.cpp yet; use " + kAllowedTypes);
+                                  ") is not implemented in deepspeed.cpp yet; use " + kAllowedOptimizers);
     }
   }
   const std::string hint = l == "sgd" ? " (torch.optim names are case-sensitive: did you mean \"SGD\"?)" : "";
-  throw ConfigError(path, "unknown optimizer \"" + name + "\"" + hint + "; allowed: " + kAllowedTypes);
+  throw ConfigError(path, "unknown optimizer \"" + name + "\"" + hint + "; allowed: " + kAllowedOptimizers);
 }
 
 void read_betas(SectionReader& p, std::array<double, 2>& betas) {

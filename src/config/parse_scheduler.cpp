@@ -8,15 +8,15 @@
 namespace ds::config_detail {
 namespace {
 
-constexpr const char* kAllowedTypes = "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (exact case)";
+constexpr const char* kAllowedSchedules = "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (exact case)";
 
 SchedulerType parse_scheduler_type(const Json* v, Source src) {
   const std::string path = "scheduler.type";
   if (v == nullptr) {
     throw ConfigError(path, std::string(src == Source::Auto ? "\"auto\" has no default here" : "missing") +
-                                "; name the schedule: " + kAllowedTypes);
+                                "; name the schedule: " + kAllowedSchedules);
   }
-  if (!v->is_string()) type_error(path, std::string("a schedule name (") + kAllowedTypes + ")", *v);
+  if (!v->is_string()) type_error(path, std::string("a schedule name (") + kAllowedSchedules + ")", *v);
   const std::string name = v->get<std::string>();
   static const std::pair<const char*, SchedulerType> kTypes[] = {
       {"WarmupLR", SchedulerType::WarmupLR},         {"WarmupDecayLR", SchedulerType::WarmupDecayLR},
@@ -30,10 +30,10 @@ SchedulerType parse_scheduler_type(const Json* v, Source src) {
                         "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR", "PolynomialLR"}) {
     if (name == n) {
       throw ConfigError(path, "\"" + name + "\" (torch.optim.lr_scheduler." + name +
-                                  ") is not implemented in deepspeed.cpp yet; use one of " + kAllowedTypes);
+                                  ") is not implemented in deepspeed.cpp yet; use one of " + kAllowedSchedules);
     }
   }
-  throw ConfigError(path, "unknown schedule \"" + name + "\"; allowed: " + kAllowedTypes);
+  throw ConfigError(path, "unknown schedule \"" + name + "\"; allowed: " + kAllowedSchedules);
 }
 
 void require(SectionReader& p, const char* key, const std::string& type) {

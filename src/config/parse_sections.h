@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "config/elasticity.h"
 #include "config/section_reader.h"
 
 namespace ds::config_detail {
@@ -18,7 +19,11 @@ void parse_activation_checkpointing(SectionReader& top, Config& cfg);
 void parse_flops_profiler(SectionReader& top, Config& cfg);
 void parse_monitors(SectionReader& top, Config& cfg);                   // tensorboard, csv, jsonl, wandb, comet
 void parse_checkpoint(SectionReader& top, Config& cfg);
-void parse_unsupported(SectionReader& top);                             // known to DeepSpeed, not to us
+void parse_unsupported(SectionReader& top);
+// The "elasticity" section (config/elasticity.h), read with DeepSpeed's checks; parse_batch applies it.
+ElasticityConfig read_elasticity_section(SectionReader& section);
+// pipeline.stages, tensor_parallel.autotp_size and sequence_parallel_size of a whole config.
+ParallelSizes read_parallel_sizes_of(const Json& root);                             // known to DeepSpeed, not to us
 
 // Rules that span sections (fp16 with bf16, amp with ZeRO, ...), run after every section is read.
 void validate_config(ParseContext& ctx, Config& cfg);

@@ -2,11 +2,13 @@
 // that deepspeed.cpp does not implement (each warned about by name, never silently dropped).
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "config/parse_sections.h"
 #include "util/error.h"
+#include "util/logging.h"
 
 namespace ds::config_detail {
 
@@ -93,6 +95,74 @@ ParallelSizes read_parallel_sizes(SectionReader& top) {
 
 }  // namespace
 
+ParallelSizes read_parallel_sizes_of(const Json& root) {
+  ParseContext ctx;
+  SectionReader top(ctx, &root, "", UnknownKeys::Warn);
+  return read_parallel_sizes(top);
+}
+
+namespace {
+
+// DeepSpeed's ensure_immutable_elastic_config: a scheduler (ds-run --elastic) that chose the world
+// size from one elasticity section must not see the ranks train with another.
+void check_scheduler_saw_same(ParseContext& ctx, const ElasticityConfig& ours) {
+  const char* env = std::getenv("DEEPSPEED_ELASTICITY_CONFIG");
+  if (env == nullptr) {
+    ctx.warn("elasticity: DEEPSPEED_ELASTICITY_CONFIG is not set, so nothing guarantees the launcher scales this "
+             "job to the world sizes this section allows (ds-run --elastic sets it)");
+    return;
+  }
+  Json theirs = Json::parse(env, nullptr, /*allow_exceptions=*/false);
+  if (theirs.is_object() && theirs.contains("elasticity")) theirs = theirs["elasticity"];
+  if (!theirs.is_object())
+    throw ConfigError("elasticity", std::string("DEEPSPEED_ELASTICITY_CONFIG is not a JSON object: ") + env);
+  theirs["enabled"] = true;
+  const ElasticityConfig s = parse_elasticity_config(theirs);
+  auto mismatch = [](const char* key, const std::string& sched, const std::string& run) {
+    return ConfigError("elasticity." + std::string(key),
+                       fmt::format("Elastic config '{}={}' seen by resource scheduler does not match config passed to "
+                                   "runtime {}={} (DEEPSPEED_ELASTICITY_CONFIG)", key, sched, key, run));
+  };
+  if (s.max_train_batch_size != ours.max_train_batch_size)
+    throw mismatch("max_train_batch_size", std::to_string(s.max_train_batch_size), std::to_string(ours.max_train_batch_size));
+  if (s.micro_batch_sizes != ours.micro_batch_sizes)
+    throw mismatch("micro_batch_sizes", "[" + format_world_sizes(s.micro_batch_sizes) + "]",
+                   "[" + format_world_sizes(ours.micro_batch_sizes) + "]");
+  if (s.version != ours.version) throw mismatch("version", fmt::format("{}", s.version), fmt::format("{}", ours.version));
+}
+
+// With elasticity enabled its batch replaces the triple (DeepSpeedConfig.__init__): the batch keys
+// must then be absent, or ignore_non_elastic_batch_info true (they are overridden, with a warning).
+void apply_elasticity(SectionReader& top, const DataParallelWorld& dp, std::optional<int64_t> (&given)[3]) {
+  static constexpr const char* kKeys[3] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                                           "gradient_accumulation_steps"};
+  const Json* section = top.raw("elasticity");
+  if (section == nullptr || section->is_null() || is_auto(*section)) return;
+  SectionReader reader(top.ctx(), section, "elasticity", UnknownKeys::Warn);
+  const ElasticityConfig elastic = read_elasticity_section(reader);
+  if (!elastic.enabled) return;
+  const ElasticBatch batch = compute_elastic_config(elastic, dp.size);
+  check_scheduler_saw_same(top.ctx(), elastic);
+  const int64_t elastic_values[3] = {batch.train_batch_size, batch.micro_batch_size, batch.gradient_accumulation_steps};
+  for (int i = 0; i < 3; ++i) {
+    if (!given[i]) continue;
+    if (!elastic.ignore_non_elastic_batch_info)
+      throw ConfigError(kKeys[i], "One or more batch related parameters were found in your ds_config "
+                                  "(train_batch_size, train_micro_batch_size_per_gpu, and/or "
+                                  "gradient_accumulation_steps). These parameters *will not be used* since elastic "
+                                  "training is enabled, which takes control of these parameters. If you want to "
+                                  "suppress this error (the parameters will be silently ignored) please set "
+                                  "'ignore_non_elastic_batch_info':true in your elasticity config.");
+    top.ctx().warn(fmt::format("[Elasticity] overriding {}: {} -> {}", kKeys[i], *given[i], elastic_values[i]));
+  }
+  log::info("[Elasticity] valid world sizes: [{}]; this {} trains batch {} as micro {} x GAS {}",
+            format_world_sizes(batch.valid_world_sizes), dp.term(), batch.train_batch_size, batch.micro_batch_size,
+            batch.gradient_accumulation_steps);
+  for (int i = 0; i < 3; ++i) given[i] = elastic_values[i];
+}
+
+}  // namespace
+
 void parse_batch(SectionReader& top, int world_size, Config& cfg) {
   static constexpr const char* kKeys[3] = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                            "gradient_accumulation_steps"};
@@ -106,6 +176,7 @@ void parse_batch(SectionReader& top, int world_size, Config& cfg) {
       throw ConfigError(kKeys[i], batch_size_limit_message(show(*v)));
     top.read(kKeys[i], given[i]);  // any integer: the triple checks signs and the limit
   }
+  apply_elasticity(top, dp, given);
   BatchTriple b;
   try {
     b = resolve_batch_triple(given[0], given[1], given[2], dp);
@@ -206,7 +277,7 @@ void parse_unsupported(SectionReader& top) {
   // off ({"enabled": false}, false, null or {}) → one warning each.
   static constexpr const char* kUnsupported[] = {
       "autotuning", "comms_logger", "compile", "compression_training", "curriculum_learning",
-      "data_efficiency", "datastates", "eigenvalue", "elasticity", "expert_parallel", "hybrid_engine", "nebula",
+      "data_efficiency", "datastates", "eigenvalue", "expert_parallel", "hybrid_engine", "nebula",
       "progressive_layer_drop", "quantize_training", "seq_parallel_communication_data_type",
       "sparse_attention", "timers", "torch_autocast",
       "trackio", "use_data_before_expert_parallelism", "weight_quantization"};

@@ -1,6 +1,8 @@
 // Every shipped example config loads cleanly (no error, no warning) at world sizes 1, 2 and 4.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <vector>
 
@@ -33,6 +35,9 @@ TEST(Examples, AllLoadWithoutWarnings) {
     const std::vector<int> worlds = f.filename() == "lora_opt.json" ? std::vector<int>{1, 2}
                                     : group_of_two                  ? std::vector<int>{2, 4}
                                                                     : std::vector<int>{1, 2, 4};
+    // elastic.json: as under ds-run --elastic_training, which tells the ranks what it sized the job by.
+    if (f.filename() == "elastic.json")
+      setenv("DEEPSPEED_ELASTICITY_CONFIG", R"({"max_train_batch_size": 96, "micro_batch_sizes": [2, 4, 6], "version": 0.1})", 1);
     for (int world : worlds) {
       try {
         const Config c = load_config_file(f.string(), world);
@@ -44,6 +49,7 @@ TEST(Examples, AllLoadWithoutWarnings) {
         ADD_FAILURE() << f << " at world size " << world << ": " << e.what();
       }
     }
+    unsetenv("DEEPSPEED_ELASTICITY_CONFIG");
   }
 }
 
@@ -65,6 +71,10 @@ TEST(Examples, FeatureExamplesSetWhatTheirNameSays) {
   EXPECT_TRUE(load("bf16.json").bf16.enabled);
   EXPECT_EQ(load("autotp.json").parallel_sizes.autotp_size, 2);
   EXPECT_EQ(load("ulysses.json").parallel_sizes.sequence_parallel_size, 2);
+  const Config elastic = load("elastic.json");  // world 2: 96 = micro 6 x GAS 8 x 2
+  EXPECT_EQ(elastic.train_batch_size, 96);
+  EXPECT_EQ(elastic.train_micro_batch_size_per_gpu, 6);
+  EXPECT_EQ(elastic.gradient_accumulation_steps, 8);
 }
 
 // DeepSpeed's own 1-bit configs (tests/config/data/onebit_real, SOURCES.md says where each is from):

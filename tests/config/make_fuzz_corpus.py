@@ -79,7 +79,7 @@ SEEDS = {
         '"cycle_max_lr": 1e-4}}, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 1e6, '
         '"offload_param": {"device": "nvme", "nvme_path": "/x"}}, "aio": {"block_size": 4096, "queue_depth": 4}, '
         '"activation_checkpointing": {"number_checkpoints": 2}, "flops_profiler": {"enabled": true}, '
-        '"csv_monitor": {"enabled": true}, "checkpoint": {"tag_validation": "fail"}, "elasticity": {"enabled": true}}',
+        '"csv_monitor": {"enabled": true}, "checkpoint": {"tag_validation": "fail"}, "elasticity": {"enabled": true, "max_train_batch_size": 8, "micro_batch_sizes": [4], "version": 0.1, "ignore_non_elastic_batch_info": true}}',
 }
 
 DICT = """# libFuzzer dictionary for fuzz_config: DeepSpeed's keys and values, and JSON punctuation.

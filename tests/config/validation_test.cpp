@@ -167,13 +167,13 @@ TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
 }
 
 TEST(Validation, UnsupportedSectionsWarnByName) {
-  const Config c = test::load(with_batch(R"("pipeline": {"partition": "uniform"}, "elasticity": {"enabled": true},
+  const Config c = test::load(with_batch(R"("pipeline": {"partition": "uniform"}, "eigenvalue": {"enabled": true},
       "sparse_attention": {"mode": "fixed"}, "comms_logger": {"enabled": false}, "autotuning": {},
       "hybrid_engine": false, "zero_optimization": {"stage": 3, "mics_shard_size": 2,
       "zero_quantized_weights": true, "zero_quantized_gradients": true})"));
   EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored (the "
                                    "pipeline engine reads stages and activation_checkpoint_interval)"));
-  EXPECT_TRUE(test::has_warning(c, "elasticity is parsed but not supported"));
+  EXPECT_TRUE(test::has_warning(c, "eigenvalue is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "sparse_attention is parsed but not supported"));
   EXPECT_TRUE(test::has_warning(c, "zero_optimization.mics_shard_size is parsed but not supported"));
   EXPECT_FALSE(test::has_warning(c, "zero_quantized_weights")) << "qwZ runs at stage 3";

@@ -10,28 +10,13 @@
 #   4. a link cut mid-run: the job exits non-zero within a bound, naming the lost host;
 #   5. a host killed mid-run (its processes SIGKILLed): the job exits non-zero within the bound and the
 #      checkpoint named by `latest` still loads;
-#   6. preemption: SIGTERM to ds-run reaches every rank on every host; they save and the job exits 0.
+#   6. preemption: SIGTERM to ds-run reaches every rank on every host; they save and the job exits 0;
+#   7. a host that cannot finish its part of that save: the others exit non-zero at the watchdog's bound
+#      and `latest` is untouched.
 set -uo pipefail
 BUILD=$(readlink -f "${1:?build dir}")
 N=${2:-2}
-HERE=$(dirname "$(readlink -f "$0")")
-ROOT=$(readlink -f "$HERE/../..")
-HOSTS="$ROOT/scripts/testhosts.sh"
-export DS_TESTHOSTS_DIR=/tmp/ds_testhosts_ctest
-WORK=$(mktemp -d /tmp/ds_multihost.XXXXXX)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-if ! why=$("$HOSTS" check 2>&1); then
-  echo "SKIP: $why"
-  exit 77
-fi
-fail() { echo "FAIL: $*" >&2; exit 1; }
-cleanup() { "$HOSTS" down >/dev/null 2>&1; rm -rf "$WORK"; }
-trap cleanup EXIT
-"$HOSTS" up "$N" || fail "testhosts up $N"
-OPTS=$(cat "$DS_TESTHOSTS_DIR/mpirun_options")
-HOSTFILE="$DS_TESTHOSTS_DIR/hostfile"
-elapsed() { echo $(( $(date +%s) - $1 )); }
+source "$(dirname "$(readlink -f "$0")")/common.sh"
 
 # 1. The engine's equivalence tests across hosts.
 t0=$(date +%s)
@@ -52,7 +37,6 @@ train() {  # train LOG [ds-train args...] across the hosts
   timeout 300 "$BUILD/tools/ds-run" --hostfile "$HOSTFILE" --launcher_args "$OPTS" \
     "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 --progress off "$@" > "$log" 2>&1
 }
-losses() { grep -o 'loss=[0-9.]*, loss_scale' "$1"; }
 t0=$(date +%s)
 train "$WORK/hosts.log" --steps 6 --save "$WORK/ckpt" || { tail -30 "$WORK/hosts.log"; fail "ds-train across hosts"; }
 timeout 300 "$BUILD/tools/ds-run" --num_procs "$N" "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 \
@@ -139,4 +123,17 @@ wait "$LONG_PID" || { tail -30 "$WORK/preempt.log"; fail "the job did not exit 0
 got=$(grep -c "SIGTERM received" "$WORK/preempt.log")
 [ "$got" -eq "$N" ] || { tail -30 "$WORK/preempt.log"; fail "$got of $N ranks saw the SIGTERM"; }
 echo "ok 6: SIGTERM to ds-run: all $N ranks stopped at a step boundary, saved $(cat "$WORK/ckpt_preempt/latest"), exit 0 in $(elapsed $t0) s"
+# 7. A host that cannot finish its part of a preemption save (rank 1 stops after writing its shard):
+# the others give up at the collective watchdog's bound and exit non-zero; `latest` is untouched and loads.
+before=$(cat "$WORK/ckpt_preempt/latest")
+DS_CKPT_STALL_AT=rank_file@1 start_long "$WORK/stall.log" 8 --save "$WORK/ckpt_preempt" --resume
+t0=$(date +%s)
+kill -TERM "$(pgrep -P "$LONG_PID" -f tools/ds-run | head -1)"
+secs=$(wait_exit 60) || { tail -30 "$WORK/stall.log"; exit 1; }
+[ "$(cat "$WORK/ckpt_preempt/latest")" = "$before" ] || fail "latest moved to $(cat "$WORK/ckpt_preempt/latest") though rank 1 never finished its part"
+grep -q "comm watchdog" "$WORK/stall.log" || { tail -30 "$WORK/stall.log"; fail "the others did not stop at the watchdog"; }
+timeout 120 "$BUILD/tools/ds-train" --config "$WORK/zero2.json" --model tiny --seq 64 --progress off --load "$WORK/ckpt_preempt" \
+  --steps "$(( ${before//[^0-9]/} + 1 ))" > "$WORK/stall_load.log" 2>&1 ||
+  { tail -20 "$WORK/stall_load.log"; fail "latest ($before) does not load after the stalled save"; }
+echo "ok 7: a host stalled in a preemption save: the job exited non-zero in $secs s, latest still $before and loads"
 echo "PASS: multihost on $N test hosts"

@@ -73,6 +73,11 @@ int SignalForwarder::last_terminating_signal() const { return g_last_terminating
 
 void SignalForwarder::send_first_stop_as_graceful() { g_graceful_first_stop = 1; }
 
+bool stop_child_gracefully() {
+  const pid_t pid = g_child_pid;
+  return pid > 0 && kill(pid, kGracefulStopSignal) == 0;
+}
+
 ChildExit run_child(const std::vector<std::string>& argv, const std::vector<EnvVar>& extra_env,
                     SignalForwarding forwarding) {
   DS_CHECK(!argv.empty(), Error, "run_child: empty command");

@@ -51,6 +51,11 @@ class SignalForwarder {
   void send_first_stop_as_graceful();
 };
 
+// Sends the running child the graceful stop (kGracefulStopSignal), as a first SIGTERM to ds-run
+// would: every rank saves at its next step boundary and exits 0. Safe from any thread; false when
+// no child runs. ds-run --elastic_training uses it to restart a job on more hosts.
+bool stop_child_gracefully();
+
 // Runs argv (PATH lookup for argv[0]) with `extra_env` added to our environment and waits for it,
 // forwarding signals as `forwarding` says (through the caller's SignalForwarder when one is alive,
 // else one of its own for the call). Throws ds::Error if it cannot start; a program that is not
