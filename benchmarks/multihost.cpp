@@ -1,0 +1,191 @@
+// multihost: ZeRO-2 on GPT-2 small across 2 test hosts (scripts/testhosts.sh, network namespaces
+// joined by real TCP links) against 2 ranks on one host, and over a rate-limited link: step time,
+// bytes on the wire, and whether communication overlaps compute (docs/multihost.md).
+//   sudo ./build/benchmarks/multihost                 # root: needs network namespaces
+//   sudo ./build/benchmarks/multihost --rate 1gbit --steps 3 --seq 64
+// Runs, each a separate mpirun of this program in --worker mode:
+//   one host     2 ranks through shared memory;
+//   2 hosts      1 rank per test host, links unshaped;
+//   2 hosts slow the same with both links shaped to --rate (tc tbf), and there, after training, the
+//                step's collectives replayed alone (ZeRO-2's gradient reduce-scatter and parameter
+//                all-gather, same sizes and buckets): the communication time;
+//   compute      1 rank on one test host, the same micro-batch: the computation time (it steps the
+//                optimizer over all parameters, where each of 2 ranks steps half: a slight over-count).
+// Ends with
+//   BENCH multihost_step_2hosts ours=<s/step, 2 hosts> ref=<s/step, one host> unit=s ratio=..
+//   BENCH multihost_overlap ours=<s/step at --rate> ref=<compute + communication, measured apart> unit=s ratio=..
+// (target: ratio <= 0.85, communication hidden under compute).
+#include <deepspeed/deepspeed.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "bench_engine.h"
+#include "comm/communicator.h"
+#include "models/gpt2.h"
+
+namespace {
+
+struct Options {
+  int steps = 3, warmup = 1;
+  int64_t seq = 64, micro = 1;
+  std::string model = "small", rate = "1gbit";
+  bool replay_comm = false;  // worker: time the step's collectives alone after training
+};
+
+std::string config_json(const Options& o) {
+  return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
+      "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-4, "weight_decay": 0.01}}}},
+      "zero_optimization": {{"stage": 2, "overlap_comm": true, "contiguous_gradients": true,
+                             "reduce_bucket_size": 5e7, "allgather_bucket_size": 5e7}}}})",
+                     o.micro);
+}
+
+// ZeRO-2's per-step collectives, alone: the gradients reduce-scattered in reduce_bucket_size buckets,
+// then the updated parameters all-gathered in allgather_bucket_size buckets. Seconds per step.
+double replay_step_collectives(ds::comm::Communicator& comm, int64_t numel, int64_t bucket) {
+  const int world = comm.size();
+  const int64_t per_bucket = bucket / world * world;
+  std::vector<float> full(static_cast<size_t>(per_bucket), 1.0f), part(static_cast<size_t>(per_bucket / world), 0.0f);
+  auto one_step = [&] {
+    for (int64_t done = 0; done < numel; done += per_bucket) {
+      const int64_t n = std::min(per_bucket, numel - done) / world * world;
+      if (n == 0) break;
+      comm.reduce_scatter(ds::comm::ConstBuffer(full.data(), n, ds::comm::ElemType::Fp32),
+                          ds::comm::Buffer(part.data(), n / world), ds::comm::ReduceOp::Sum, "replay_grads");
+    }
+    for (int64_t done = 0; done < numel; done += per_bucket) {
+      const int64_t n = std::min(per_bucket, numel - done) / world * world;
+      if (n == 0) break;
+      comm.all_gather(ds::comm::ConstBuffer(part.data(), n / world, ds::comm::ElemType::Fp32),
+                      ds::comm::Buffer(full.data(), n), "replay_params");
+    }
+  };
+  one_step();  // warm-up
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  const int reps = 2;
+  for (int r = 0; r < reps; ++r) one_step();
+  comm.barrier();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+int worker(const Options& o) {
+  const int world = ds::comm::launcher_world_size();
+  auto cfg = ds::load_config_text(config_json(o), world, "<multihost bench>");
+  torch::manual_seed(1234);
+  auto model_cfg = ds::models::GPT2Config::preset(o.model);
+  model_cfg.n_positions = std::max(model_cfg.n_positions, o.seq);
+  auto model = ds::models::GPT2(model_cfg);
+  int64_t numel = 0;
+  for (const auto& p : model->parameters()) numel += p.numel();
+  auto engine = ds::initialize(model, std::move(cfg));
+  const int64_t vocab = model_cfg.vocab_size;
+  auto batch = [&](int s) {
+    return torch::remainder(torch::arange(o.micro * o.seq, torch::kLong) * 7919 + s * 31 + engine.rank() * 17, vocab)
+        .reshape({o.micro, o.seq});
+  };
+  const double total = ds::bench::timed_steps(engine, o.warmup, o.steps, batch);
+  const double step_s = total / o.steps;
+  auto& comm = engine.communicator();
+  const double wire = double(comm.collective_log().sum_wire_bytes()) / (o.warmup + o.steps);
+  const double comm_s = o.replay_comm && comm.size() > 1 ? replay_step_collectives(comm, numel, 50000000) : 0.0;
+  if (engine.rank() == 0)
+    std::printf("RESULT %.6f %.0f %.6f %lld\n", step_s, wire, comm_s, static_cast<long long>(numel));
+  return 0;
+}
+
+struct Result {
+  double step_s = 0, wire_bytes = 0, comm_s = 0;
+  long long params = 0;
+};
+
+Result launch(const std::string& prefix, const std::string& self, const Options& o, bool replay) {
+  const std::string cmd = prefix + self + fmt::format(" --worker --steps {} --warmup {} --seq {} --micro {} --model {}{} 2>&1",
+                                                      o.steps, o.warmup, o.seq, o.micro, o.model,
+                                                      replay ? " --replay-comm" : "");
+  Result r;
+  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %lf %lf %lf %lld", &r.step_s, &r.wire_bytes,
+              &r.comm_s, &r.params);
+  return r;
+}
+
+int run_system(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+int driver(const Options& o, const std::string& self) {
+  const std::string hosts = std::filesystem::absolute("scripts/testhosts.sh").string();
+  const std::string state = "/tmp/ds_testhosts_bench";
+  const std::string env = "DS_TESTHOSTS_DIR=" + state + " ";
+  if (run_system(env + "bash " + hosts + " up 2 > /dev/null") != 0) {
+    std::fprintf(stderr, "multihost: needs test hosts (root, ip netns): %s up 2 failed\n", hosts.c_str());
+    return 1;
+  }
+  std::ifstream opts(state + "/mpirun_options");
+  std::string mpirun_options((std::istreambuf_iterator<char>(opts)), std::istreambuf_iterator<char>());
+  while (!mpirun_options.empty() && (mpirun_options.back() == '\n' || mpirun_options.back() == ' '))
+    mpirun_options.pop_back();
+  const std::string root = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+  const std::string on_hosts = root + "mpirun " + mpirun_options + " --hostfile " + state + "/hostfile -np 2 ";
+  const std::string on_one_test_host = root + "mpirun " + mpirun_options + " --host worker-0 -np 1 ";
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  std::fprintf(stderr, "multihost: GPT-2 %s, seq %lld, micro %lld, ZeRO-2 (overlap_comm), %d steps after %d warm-up; "
+               "OPENBLAS_CORETYPE=%s; 1 thread per rank\n",
+               o.model.c_str(), (long long)o.seq, (long long)o.micro, o.steps, o.warmup, core ? core : "(unset)");
+  // Both sides with one thread per rank, as each test host gets (2 cores / 2 hosts).
+  const Result local = launch(root + "OMP_NUM_THREADS=1 mpirun -np 2 --bind-to none ", self, o, false);
+  std::fprintf(stderr, "  one host, 2 ranks:  %.3f s/step, %.1f MB on the wire per step and rank (%lld parameters)\n",
+               local.step_s, local.wire_bytes / 1e6, local.params);
+  const Result two = launch(on_hosts, self, o, false);
+  std::fprintf(stderr, "  2 test hosts:       %.3f s/step, %.1f MB on the wire per step and rank\n", two.step_s,
+               two.wire_bytes / 1e6);
+  const Result compute = launch(on_one_test_host, self, o, false);
+  std::fprintf(stderr, "  compute (1 rank):   %.3f s/step\n", compute.step_s);
+  for (const char* link : {"dsv0", "dsv1"})  // each host's inbound traffic: both directions shaped
+    if (run_system(fmt::format("tc qdisc add dev {} root tbf rate {} burst 256kb latency 400ms", link, o.rate)) != 0) {
+      std::fprintf(stderr, "multihost: tc tbf on %s failed\n", link);
+      run_system(env + "bash " + hosts + " down");
+      return 1;
+    }
+  const Result slow = launch(on_hosts, self, o, true);
+  std::fprintf(stderr, "  2 hosts at %s:   %.3f s/step; the step's collectives alone %.3f s\n", o.rate.c_str(),
+               slow.step_s, slow.comm_s);
+  run_system(env + "bash " + hosts + " down");
+  std::printf("BENCH multihost_step_2hosts ours=%.6g ref=%.6g unit=s ratio=%.4f\n", two.step_s, local.step_s,
+              two.step_s / local.step_s);
+  const double apart = compute.step_s + slow.comm_s;
+  std::printf("BENCH multihost_overlap ours=%.6g ref=%.6g unit=s ratio=%.4f\n", slow.step_s, apart, slow.step_s / apart);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool worker_mode = false;
+  CLI::App app{"multihost: ZeRO-2 across 2 test hosts vs one host, and overlap over a rate-limited link"};
+  app.add_option("--steps", o.steps)->capture_default_str();
+  app.add_option("--warmup", o.warmup)->capture_default_str();
+  app.add_option("--seq", o.seq)->capture_default_str();
+  app.add_option("--micro", o.micro)->capture_default_str();
+  app.add_option("--model", o.model, "GPT-2 preset")->capture_default_str();
+  app.add_option("--rate", o.rate, "the shaped links' rate (tc tbf)")->capture_default_str();
+  app.add_flag("--replay-comm", o.replay_comm, "worker: time the step's collectives alone after training");
+  app.add_flag("--worker", worker_mode, "internal: one rank of a measured run");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (worker_mode) return worker(o);
+    return driver(o, std::filesystem::absolute(argv[0]).string());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "multihost: %s\n", e.what());
+    return 1;
+  }
+}
