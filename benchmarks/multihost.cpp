@@ -38,6 +38,7 @@ namespace {
 struct Options {
   int steps = 3, warmup = 1;
   int64_t seq = 64, micro = 1;
+  double bucket = 5e7;  // reduce_bucket_size and allgather_bucket_size
   std::string model = "small", rate = "1gbit";
   bool replay_comm = false;  // worker: time the step's collectives alone after training
 };
@@ -46,8 +47,8 @@ std::string config_json(const Options& o) {
   return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
       "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-4, "weight_decay": 0.01}}}},
       "zero_optimization": {{"stage": 2, "overlap_comm": true, "contiguous_gradients": true,
-                             "reduce_bucket_size": 5e7, "allgather_bucket_size": 5e7}}}})",
-                     o.micro);
+                             "reduce_bucket_size": {}, "allgather_bucket_size": {}}}}})",
+                     o.micro, o.bucket, o.bucket);
 }
 
 // ZeRO-2's per-step collectives, alone: the gradients reduce-scattered in reduce_bucket_size buckets,
@@ -98,7 +99,7 @@ int worker(const Options& o) {
   const double step_s = total / o.steps;
   auto& comm = engine.communicator();
   const double wire = double(comm.collective_log().sum_wire_bytes()) / (o.warmup + o.steps);
-  const double comm_s = o.replay_comm && comm.size() > 1 ? replay_step_collectives(comm, numel, 50000000) : 0.0;
+  const double comm_s = o.replay_comm && comm.size() > 1 ? replay_step_collectives(comm, numel, static_cast<int64_t>(o.bucket)) : 0.0;
   if (engine.rank() == 0)
     std::printf("RESULT %.6f %.0f %.6f %lld\n", step_s, wire, comm_s, static_cast<long long>(numel));
   return 0;
@@ -110,8 +111,9 @@ struct Result {
 };
 
 Result launch(const std::string& prefix, const std::string& self, const Options& o, bool replay) {
-  const std::string cmd = prefix + self + fmt::format(" --worker --steps {} --warmup {} --seq {} --micro {} --model {}{} 2>&1",
-                                                      o.steps, o.warmup, o.seq, o.micro, o.model,
+  const std::string cmd = prefix + self + fmt::format(" --worker --steps {} --warmup {} --seq {} --micro {} --model {} "
+                                                      "--bucket {}{} 2>&1",
+                                                      o.steps, o.warmup, o.seq, o.micro, o.model, o.bucket,
                                                       replay ? " --replay-comm" : "");
   Result r;
   std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %lf %lf %lf %lld", &r.step_s, &r.wire_bytes,
@@ -137,9 +139,9 @@ int driver(const Options& o, const std::string& self) {
   const std::string on_hosts = root + "mpirun " + mpirun_options + " --hostfile " + state + "/hostfile -np 2 ";
   const std::string on_one_test_host = root + "mpirun " + mpirun_options + " --host worker-0 -np 1 ";
   const char* core = std::getenv("OPENBLAS_CORETYPE");
-  std::fprintf(stderr, "multihost: GPT-2 %s, seq %lld, micro %lld, ZeRO-2 (overlap_comm), %d steps after %d warm-up; "
-               "OPENBLAS_CORETYPE=%s; 1 thread per rank\n",
-               o.model.c_str(), (long long)o.seq, (long long)o.micro, o.steps, o.warmup, core ? core : "(unset)");
+  std::fprintf(stderr, "multihost: GPT-2 %s, seq %lld, micro %lld, ZeRO-2 (overlap_comm, buckets of %.3g), %d steps after "
+               "%d warm-up; OPENBLAS_CORETYPE=%s; 1 thread per rank\n",
+               o.model.c_str(), (long long)o.seq, (long long)o.micro, o.bucket, o.steps, o.warmup, core ? core : "(unset)");
   // Both sides with one thread per rank, as each test host gets (2 cores / 2 hosts).
   const Result local = launch(root + "OMP_NUM_THREADS=1 mpirun -np 2 --bind-to none ", self, o, false);
   std::fprintf(stderr, "  one host, 2 ranks:  %.3f s/step, %.1f MB on the wire per step and rank (%lld parameters)\n",
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
   app.add_option("--seq", o.seq)->capture_default_str();
   app.add_option("--micro", o.micro)->capture_default_str();
   app.add_option("--model", o.model, "GPT-2 preset")->capture_default_str();
+  app.add_option("--bucket", o.bucket, "reduce_bucket_size and allgather_bucket_size (elements)")->capture_default_str();
   app.add_option("--rate", o.rate, "the shaped links' rate (tc tbf)")->capture_default_str();
   app.add_flag("--replay-comm", o.replay_comm, "worker: time the step's collectives alone after training");
   app.add_flag("--worker", worker_mode, "internal: one rank of a measured run");

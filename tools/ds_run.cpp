@@ -3,9 +3,8 @@
 // Reads a DeepSpeed hostfile (or runs on localhost), applies --include/--exclude/--num_nodes/
 // --num_gpus as DeepSpeed does, builds one mpirun command (tools/launcher/), runs it with signals
 // forwarded, and exits with the worst rank's exit code; with --elastic_training it restarts the job
-// on the hosts alive, as the config's elasticity section allows (launcher/elastic_run.h). `ds-run
-// --rank_shim ...` is the per-rank
-// wrapper mpirun starts (rank_shim.h); users never type it.
+// on the hosts alive, as the config's elasticity section allows (launcher/elastic_run.h).
+// `ds-run --rank_shim ...` is the per-rank wrapper mpirun starts (rank_shim.h); users never type it.
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -123,18 +122,21 @@ int main(int argc, char** argv) {
   app.add_option("--mpirun", r.mpirun, "the mpirun to run")->capture_default_str();
   app.add_flag("--bind_cores_to_rank", r.bind_cores_to_rank, "bind each local rank to its share of the cores (DS_BIND_CORES_TO_RANK=1)");
   app.add_option("--enable_each_rank_log", r.each_rank_log, "write each rank's stdout and stderr to DIR/<timestamp>_rank<r>.log");
-  app.add_flag("--elastic_training,--elastic", elastic_training,
-               "restart on the hosts alive after a failure, and on more when hosts return, with the batch the "
-               "config's elasticity section gives (docs/elasticity.md)");
-  app.add_option("--min_elastic_nodes", elastic.min_nodes, "elastic: the fewest hosts to run on (default: any)");
-  app.add_option("--max_elastic_nodes", elastic.max_nodes, "elastic: the most hosts to run on (default: all)");
+  CLI::Option* elastic_flag = app.add_flag("--elastic_training,--elastic", elastic_training,
+      "restart on the hosts alive after a failure, and on more when hosts return, with the batch the config's "
+      "elasticity section gives (docs/elasticity.md)");
+  app.add_option("--min_elastic_nodes", elastic.min_nodes, "elastic: the fewest hosts to run on (default: any)")
+      ->needs(elastic_flag);
+  app.add_option("--max_elastic_nodes", elastic.max_nodes, "elastic: the most hosts to run on (default: all)")
+      ->needs(elastic_flag);
   app.add_option("--max_restarts", elastic.max_restarts, "elastic: restarts after failures before giving up")
-      ->capture_default_str()->check(ds::tools::whole_number(0, 1 << 20));
+      ->capture_default_str()->check(ds::tools::whole_number(0, 1 << 20))->needs(elastic_flag);
   app.add_option("--elastic_probe_interval", elastic.probe_interval_s,
                  "elastic: seconds between probes of the hosts outside the job")
-      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0))->needs(elastic_flag);
   app.add_option("--elastic_config", elastic.config_path,
-                 "elastic: the DeepSpeed config (default: the program's --deepspeed_config/--ds_config/--config)");
+                 "elastic: the DeepSpeed config (default: the program's --deepspeed_config/--ds_config/--config)")
+      ->needs(elastic_flag);
   app.add_flag("--dry-run,--dry_run", dry_run, "print the mpirun command line and exit");
   app.add_flag("--no_local_rank", no_local_rank, "accepted for DeepSpeed compatibility (ds-run never adds --local_rank)");
   app.add_flag("--no_python", no_python, "accepted for DeepSpeed compatibility (programs always run directly)");

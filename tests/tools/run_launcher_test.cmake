@@ -18,6 +18,12 @@ elseif(CASE STREQUAL "worst")
   set(_args --num_procs 2 --enable_each_rank_log ${WORK_DIR}/logs --launcher_args "--mca odls_base_sigkill_timeout 3"
             ${PROBE} --codes 7,5 --late_rank 0 --late_ms 300)
   set(_want_rc 7)
+elseif(CASE STREQUAL "elastic_restarts")
+  # --elastic_training on localhost: rank 1 fails, the job restarts once (--max_restarts 1) on the
+  # 2 slots, fails again, and ds-run gives up with the rank's code.
+  set(_args --elastic_training --num_procs 2 --max_restarts 1 --elastic_config ${DATA_DIR}/elastic_two.json
+            ${PROBE} --fail_rank 1 --code 3)
+  set(_want_rc 3)
 endif()
 execute_process(COMMAND ${DS_RUN} --mpirun ${MPIRUN} ${_args} WORKING_DIRECTORY ${WORK_DIR}
                 RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err TIMEOUT 90)
@@ -35,6 +41,14 @@ elseif(CASE STREQUAL "fail_rank1")
   if(NOT _err MATCHES "rank 1 exited with 3")
     message(FATAL_ERROR "ds-run did not name the failing rank")
   endif()
+elseif(CASE STREQUAL "elastic_restarts")
+  foreach(_line "elastic: starting 2 rank\\(s\\) on localhost \\(valid data-parallel sizes \\[1, 2\\]; batch 4 = micro 2 x GAS 1 x 2\\)"
+                "elastic: the job failed \\(exit code 3\\); restart 1 of 1 from the latest checkpoint"
+                "elastic: restarting with 2 rank\\(s\\)" "--max_restarts 1 are used up")
+    if(NOT _err MATCHES "${_line}")
+      message(FATAL_ERROR "stderr lacks: ${_line}")
+    endif()
+  endforeach()
 elseif(CASE STREQUAL "worst")
   if(NOT _err MATCHES "rank 0 exited with 7; rank 1 exited with 5; mpirun returned 5")
     message(FATAL_ERROR "expected mpirun to return the first failure (5) and both ranks recorded")
