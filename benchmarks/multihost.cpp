@@ -26,10 +26,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_engine.h"
+#include "bench_testhosts.h"
 #include "comm/communicator.h"
 #include "models/gpt2.h"
 
@@ -121,46 +123,38 @@ Result launch(const std::string& prefix, const std::string& self, const Options&
   return r;
 }
 
-int run_system(const std::string& cmd) { return std::system(cmd.c_str()); }
-
 int driver(const Options& o, const std::string& self) {
-  const std::string hosts = std::filesystem::absolute("scripts/testhosts.sh").string();
-  const std::string state = "/tmp/ds_testhosts_bench";
-  const std::string env = "DS_TESTHOSTS_DIR=" + state + " ";
-  if (run_system(env + "bash " + hosts + " up 2 > /dev/null") != 0) {
-    std::fprintf(stderr, "multihost: needs test hosts (root, ip netns): %s up 2 failed\n", hosts.c_str());
+  std::unique_ptr<ds::bench::TestHosts> hosts;
+  try {
+    hosts = std::make_unique<ds::bench::TestHosts>(2, "/tmp/ds_testhosts_bench");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "multihost: %s\n", e.what());
     return 1;
   }
-  std::ifstream opts(state + "/mpirun_options");
-  std::string mpirun_options((std::istreambuf_iterator<char>(opts)), std::istreambuf_iterator<char>());
-  while (!mpirun_options.empty() && (mpirun_options.back() == '\n' || mpirun_options.back() == ' '))
-    mpirun_options.pop_back();
-  const std::string root = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
-  const std::string on_hosts = root + "mpirun " + mpirun_options + " --hostfile " + state + "/hostfile -np 2 ";
-  const std::string on_one_test_host = root + "mpirun " + mpirun_options + " --host worker-0 -np 1 ";
   const char* core = std::getenv("OPENBLAS_CORETYPE");
   std::fprintf(stderr, "multihost: GPT-2 %s, seq %lld, micro %lld, ZeRO-2 (overlap_comm, buckets of %.3g), %d steps after "
                "%d warm-up; OPENBLAS_CORETYPE=%s; 1 thread per rank\n",
                o.model.c_str(), (long long)o.seq, (long long)o.micro, o.bucket, o.steps, o.warmup, core ? core : "(unset)");
   // Both sides with one thread per rank, as each test host gets (2 cores / 2 hosts).
-  const Result local = launch(root + "OMP_NUM_THREADS=1 mpirun -np 2 --bind-to none ", self, o, false);
+  const Result local =
+      launch(std::string(ds::bench::TestHosts::kRoot) + "OMP_NUM_THREADS=1 mpirun -np 2 --bind-to none ", self, o, false);
   std::fprintf(stderr, "  one host, 2 ranks:  %.3f s/step, %.1f MB on the wire per step and rank (%lld parameters)\n",
                local.step_s, local.wire_bytes / 1e6, local.params);
-  const Result two = launch(on_hosts, self, o, false);
+  const Result two = launch(hosts->mpirun_all(), self, o, false);
   std::fprintf(stderr, "  2 test hosts:       %.3f s/step, %.1f MB on the wire per step and rank\n", two.step_s,
                two.wire_bytes / 1e6);
-  const Result compute = launch(on_one_test_host, self, o, false);
+  const Result compute = launch(hosts->mpirun_on("worker-0", 1), self, o, false);
   std::fprintf(stderr, "  compute (1 rank):   %.3f s/step\n", compute.step_s);
-  for (const char* link : {"dsv0", "dsv1"})  // each host's inbound traffic: both directions shaped
-    if (run_system(fmt::format("tc qdisc add dev {} root tbf rate {} burst 256kb latency 400ms", link, o.rate)) != 0) {
-      std::fprintf(stderr, "multihost: tc tbf on %s failed\n", link);
-      run_system(env + "bash " + hosts + " down");
-      return 1;
-    }
-  const Result slow = launch(on_hosts, self, o, true);
+  try {
+    hosts->shape_links(o.rate);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "multihost: %s\n", e.what());
+    return 1;
+  }
+  const Result slow = launch(hosts->mpirun_all(), self, o, true);
   std::fprintf(stderr, "  2 hosts at %s:   %.3f s/step; the step's collectives alone %.3f s\n", o.rate.c_str(),
                slow.step_s, slow.comm_s);
-  run_system(env + "bash " + hosts + " down");
+  hosts.reset();
   std::printf("BENCH multihost_step_2hosts ours=%.6g ref=%.6g unit=s ratio=%.4f\n", two.step_s, local.step_s,
               two.step_s / local.step_s);
   const double apart = compute.step_s + slow.comm_s;

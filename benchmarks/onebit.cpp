@@ -31,11 +31,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_engine.h"
+#include "bench_testhosts.h"
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
@@ -152,31 +154,23 @@ Result launch(Options o, const std::string& type, const std::string& self, int f
 // Adam against 1-bit Adam on 2 test hosts whose links are shaped to `rate` (tc tbf): seconds per step
 // once 1-bit Adam compresses. Returns 1 (and says why) where test hosts cannot be made.
 int slow_link(Options o, const std::string& rate, const std::string& self) {
-  const std::string hosts = std::filesystem::absolute("scripts/testhosts.sh").string();
-  const std::string state = "/tmp/ds_testhosts_onebit";
-  const std::string env = "DS_TESTHOSTS_DIR=" + state + " ";
-  if (std::system((env + "bash " + hosts + " up 2 > /dev/null").c_str()) != 0) {
-    std::fprintf(stderr, "onebit: --slow-link needs test hosts (root, ip netns): %s up 2 failed\n", hosts.c_str());
+  std::unique_ptr<ds::bench::TestHosts> hosts;
+  try {
+    hosts = std::make_unique<ds::bench::TestHosts>(2, "/tmp/ds_testhosts_onebit");
+    hosts->shape_links(rate);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "onebit --slow-link: %s\n", e.what());
     return 1;
   }
-  for (const char* link : {"dsv0", "dsv1"})  // each host's inbound traffic: both directions shaped
-    if (std::system(fmt::format("tc qdisc add dev {} root tbf rate {} burst 256kb latency 400ms", link, rate).c_str()) != 0) {
-      std::fprintf(stderr, "onebit: tc tbf on %s failed\n", link);
-      return 1;
-    }
-  std::ifstream opts(state + "/mpirun_options");
-  std::string mpirun_options((std::istreambuf_iterator<char>(opts)), std::istreambuf_iterator<char>());
-  while (!mpirun_options.empty() && (mpirun_options.back() == '\n' || mpirun_options.back() == ' ')) mpirun_options.pop_back();
   o.world = 2;
-  o.launch_prefix = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun " + mpirun_options + " --hostfile " +
-                    state + "/hostfile -np 2 ";
+  o.launch_prefix = hosts->mpirun_all();
   const int64_t params = o.vocab * o.embd;
   std::fprintf(stderr, "onebit --slow-link: 2 test hosts, links at %s, GPT-2 (vocab %lld x embd %lld: ~%.1f M parameters), "
                "%d steps, freeze_step %d\n", rate.c_str(), (long long)o.vocab, (long long)o.embd, params / 1e6, o.steps,
                o.freeze);
   const Result adam = launch(o, "Adam", self);
   const Result onebit = launch(o, "OneBitAdam", self);
-  std::system((env + "bash " + hosts + " down").c_str());
+  hosts.reset();
   std::printf("BENCH onebit_step_slow_link ours=%.6g ref=%.6g unit=s ratio=%.4f\n", onebit.compressed_s, adam.warm_s,
               adam.warm_s > 0 ? onebit.compressed_s / adam.warm_s : 0.0);
   return 0;
