@@ -90,6 +90,33 @@ LaunchOutcome launch(LaunchPlan& plan) {
   return {code, forwarder.last_terminating_signal()};
 }
 
+// `ds-run --autotuning tune|run <launcher options> <program>...` is `ds-autotune [--run] -- <launcher
+// options> <program>...`: DeepSpeed's spelling, our tool (it runs each experiment through ds-run).
+int exec_autotuner(int argc, char** argv, size_t program_args, bool run_after) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::string tool = "ds-autotune";
+  if (!ec && std::filesystem::exists(self.parent_path() / tool, ec)) tool = (self.parent_path() / tool).string();
+  std::vector<std::string> args{tool};
+  if (run_after) args.push_back("--run");
+  args.push_back("--");
+  const int launcher_end = argc - int(program_args);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i < launcher_end && a == "--autotuning") {
+      ++i;  // and its value
+      continue;
+    }
+    if (i < launcher_end && a.rfind("--autotuning=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  ::execvp(cargv[0], cargv.data());
+  return fail("--autotuning: cannot run " + tool + " (build or install ds-autotune next to ds-run)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,6 +131,7 @@ int main(int argc, char** argv) {
   LaunchRequest r;
   ElasticOptions elastic;
   bool dry_run = false, no_local_rank = false, no_python = false, elastic_training = false;
+  std::string autotuning;
   CLI::App app{"ds-run [launcher options] <program> [program args...]\nLaunch a program on the hosts of a DeepSpeed hostfile through Open MPI's mpirun"};
   app.add_option("-H,--hostfile", r.hostfile, "DeepSpeed hostfile ('worker-0 slots=4' lines)")
       ->capture_default_str();
@@ -137,6 +165,10 @@ int main(int argc, char** argv) {
   app.add_option("--elastic_config", elastic.config_path,
                  "elastic: the DeepSpeed config (default: the program's --deepspeed_config/--ds_config/--config)")
       ->needs(elastic_flag);
+  app.add_option("--autotuning", autotuning,
+                 "tune: find the fastest config with ds-autotune (the config's autotuning section); run: then train "
+                 "with it (docs/autotuning.md)")
+      ->check(CLI::IsMember({"tune", "run"}));
   app.add_flag("--dry-run,--dry_run", dry_run, "print the mpirun command line and exit");
   app.add_flag("--no_local_rank", no_local_rank, "accepted for DeepSpeed compatibility (ds-run never adds --local_rank)");
   app.add_flag("--no_python", no_python, "accepted for DeepSpeed compatibility (programs always run directly)");
@@ -145,6 +177,7 @@ int main(int argc, char** argv) {
   r.hostfile_given = app.count("--hostfile") > 0;
   r.program = app.remaining();
   if (!r.program.empty() && r.program.front() == "--") r.program.erase(r.program.begin());
+  if (!autotuning.empty()) return exec_autotuner(argc, argv, r.program.size(), autotuning == "run");
 
   try {
     const MachineFacts machine = detect_machine_facts();

@@ -1,5 +1,6 @@
 // MPI initialization, finalization, and the bf16/fp16 datatypes and reduction ops.
 #include "comm/mpi_runtime.h"
+#include "comm/mpi_exit.h"
 
 #include <cstdlib>
 #include <string>
@@ -137,6 +138,13 @@ MPI_Op MpiRuntime::op(ElemType t, ReduceOp op) const noexcept {
 std::unique_lock<std::mutex> MpiRuntime::serialize() {
   if (thread_level_ >= MPI_THREAD_MULTIPLE) return {};
   return std::unique_lock<std::mutex>(mu_);
+}
+
+void finalize_mpi_for_exit() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
 }
 
 }  // namespace ds::comm

@@ -10,6 +10,7 @@
 
 #include "config/activation_checkpointing_config.h"
 #include "config/aio_config.h"
+#include "config/autotuning_config.h"
 #include "config/batch_config.h"
 #include "config/checkpoint_config.h"
 #include "config/flops_profiler_config.h"
@@ -84,6 +85,7 @@ struct Config {
   WandbConfig wandb;
   CometConfig comet;
   CheckpointConfig checkpoint;
+  AutotuningConfig autotuning;
 
   // Every warning the loader gave (unknown keys, deprecated aliases, unsupported features), in order.
   std::vector<std::string> warnings;

@@ -19,6 +19,7 @@ void parse_activation_checkpointing(SectionReader& top, Config& cfg);
 void parse_flops_profiler(SectionReader& top, Config& cfg);
 void parse_monitors(SectionReader& top, Config& cfg);                   // tensorboard, csv, jsonl, wandb, comet
 void parse_checkpoint(SectionReader& top, Config& cfg);
+void parse_autotuning(SectionReader& top, Config& cfg);
 void parse_unsupported(SectionReader& top);
 // The "elasticity" section (config/elasticity.h), read with DeepSpeed's checks; parse_batch applies it.
 ElasticityConfig read_elasticity_section(SectionReader& section);

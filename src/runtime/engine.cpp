@@ -49,6 +49,7 @@ void Engine::before_forward() {
   p_->states->before_forward();
   p_->states->forward_started();
   p_->telemetry->forward_started(n_.global_steps);
+  if (p_->autotuning) p_->autotuning->forward_started(n_.global_steps);
 }
 
 void Engine::check_forward_inputs(const std::vector<torch::Tensor>& inputs) {
@@ -60,6 +61,7 @@ void Engine::check_forward_inputs(const std::vector<torch::Tensor>& inputs) {
 void Engine::after_forward() {
   p_->states->forward_finished();
   p_->telemetry->forward_finished();
+  if (p_->autotuning) p_->autotuning->forward_finished();  // a profile experiment ends the process here
 }
 
 void Engine::backward(const torch::Tensor& loss) {
@@ -112,6 +114,7 @@ void Engine::step() {
   }
   p_->telemetry->step_finished(boundary, snapshot());
   n_.micro_steps += 1;
+  if (boundary && p_->autotuning) p_->autotuning->step_finished(n_.global_steps);  // may end the process
 }
 
 void Engine::take_model_step() {

@@ -119,6 +119,9 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   }
   p.dtypes = resolve_dtype_plan(c, p.device);
   p.ledger = std::make_unique<MemoryLedger>();
+  // Before AutoTP cuts and ZeRO-3 partitions the parameters: the profile reports their full sizes.
+  if (c.autotuning.enabled)
+    p.autotuning = std::make_unique<AutotuningProbe>(c, *p.topology, module, o.layers != nullptr);
   if (p.topology->model().size() > 1) {  // AutoTP: cut the projections before any state is sized from them
     p.tensor_parallel = parallel::apply_auto_tp(module, p.topology->model());
     log::info("AutoTP over {} ranks: {}", p.topology->model().size(), p.tensor_parallel->summary());

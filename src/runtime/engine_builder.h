@@ -20,6 +20,7 @@
 #include "precision/overflow_summary.h"
 #include "precision/step_guard.h"
 #include "runtime/engine.h"
+#include "runtime/autotuning_probe.h"
 #include "runtime/step_telemetry.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
@@ -42,6 +43,7 @@ struct EngineParts {
   std::unique_ptr<precision::LossScaler> scaler;
   std::unique_ptr<precision::StepGuard> guard;
   std::unique_ptr<StepTelemetry> telemetry;
+  std::unique_ptr<AutotuningProbe> autotuning;     // null unless this run is one of ds-autotune's experiments
   std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing;
   std::optional<parallel::AutoTpResult> tensor_parallel;  // AutoTP's split layers (autotp_size > 1)
   precision::OverflowSummary overflow_summary;     // folds the start-up run of skipped steps into one line

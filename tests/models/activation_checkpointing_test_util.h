@@ -1,4 +1,4 @@
-// Test helpers for activation checkpointing: a CPU allocator that counts live bytes, and LayerHooks
+// Test helpers for activation checkpointing: LayerHooks
 // that behave like ZeRO stage 3's coordinator (release after forward, gather before backward,
 // release once AccumulateGrad has the gradient) without a communicator.
 #pragma once
@@ -19,63 +19,11 @@
 #include <vector>
 
 #include "nn/layer_list.h"
+#include "runtime/cpu_allocation_counter.h"
 
 namespace ds::test {
 
-// Wraps the CPU allocator while a Scope lives; counts bytes allocated in the scope and not yet
-// freed (live) and their maximum (peak). The instance is never destroyed: tensors it allocated
-// may be freed at any time later, and their deleter updates its counters.
-class CountingCpuAllocator final : public c10::Allocator {
- public:
-  class Scope {
-   public:
-    Scope() : base_(c10::GetCPUAllocator()) {
-      auto& a = instance();
-      a.base_ = base_;
-      a.live_ = 0;
-      a.peak_ = 0;
-      c10::SetCPUAllocator(&a, kPriority);
-    }
-    ~Scope() { c10::SetCPUAllocator(base_, kPriority); }
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-    int64_t live() const { return instance().live_.load(); }
-    int64_t peak() const { return instance().peak_.load(); }
-
-   private:
-    c10::Allocator* base_;
-  };
-
-  c10::DataPtr allocate(size_t n) const override {
-    c10::DataPtr inner = base_->allocate(n);
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    auto* ctx = new Ctx{std::move(inner), static_cast<int64_t>(n)};
-    const int64_t now = live_ += ctx->bytes;
-    int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
-    return c10::DataPtr(data, ctx, &free_ctx, device);
-  }
-
- private:
-  static constexpr uint8_t kPriority = 1;  // above the default allocator's 0
-  struct Ctx {
-    c10::DataPtr inner;
-    int64_t bytes;
-  };
-  static CountingCpuAllocator& instance() {
-    static auto* a = new CountingCpuAllocator();  // leaked on purpose (see the class comment)
-    return *a;
-  }
-  static void free_ctx(void* p) {
-    auto* ctx = static_cast<Ctx*>(p);
-    instance().live_ -= ctx->bytes;
-    delete ctx;
-  }
-  c10::Allocator* base_ = nullptr;
-  mutable std::atomic<int64_t> live_{0}, peak_{0};
-};
+using ds::CountingCpuAllocator;  // runtime/cpu_allocation_counter.h
 
 // ZeRO stage 3's coordinator in miniature: parameters hold NaN unless their layer is gathered.
 class FakeStage3Hooks final : public nn::LayerHooks {

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# benchmarks/autotune.sh: ds-autotune on GPT-2 small (124M) at world 2 against the example configs.
+# Every examples/configs/*.json that ds-train can run as it is at world 2 (plain data parallelism,
+# no NVMe folder, no tensor/sequence/pipeline group, no elasticity) is timed the way ds-autotune
+# times its experiments: its own config plus an autotuning section with a metric_path (the engine
+# measures steps start_profile_step+1..end_profile_step and writes throughput in samples/s). Then
+# ds-autotune tunes examples/autotuning/gpt2_small.json (stages 0-3, micro-batch up to 16) and its
+# optimal config is timed again the same way. Ends with
+#   BENCH autotune_vs_best_example ours=<optimal samples/s> ref=<best example samples/s> unit=samples_per_s ratio=<ours/ref>
+# (target >= 1.0). Not part of CI: about 15 minutes on 2 cores.
+#
+#   benchmarks/autotune.sh [WORK_DIR]     default /tmp/ds_autotune_bench; SEQ=128 STEPS=20 CORETYPE
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${DS_BUILD:-$HERE/build}
+WORK=${1:-/tmp/ds_autotune_bench}
+SEQ=${SEQ:-128}
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}  # one core for every run (stated in the output)
+for t in ds-train ds-run ds-autotune; do
+  [[ -x "$BUILD/tools/$t" ]] || { echo "autotune.sh: build $t first (or set DS_BUILD)" >&2; exit 1; }
+done
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+if [[ -f "$HERE/data/devils_dictionary.txt" ]]; then cp "$HERE/data/devils_dictionary.txt" text.txt
+else for i in $(seq 3000); do printf 'nothing is certain but death and taxes %d. ' "$i"; done > text.txt; fi
+train=(--num_procs 2 "$BUILD/tools/ds-train" --model small --seq "$SEQ" --data text.txt --steps 20 --progress off)
+echo "autotune.sh: GPT-2 small, seq $SEQ, world 2, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, $(nproc) cores"
+
+# One timed run of a config: samples/s from the engine's metric file ("" when it did not run).
+measure() {
+  local name=$1 config=$2
+  python3 - "$config" "$WORK/$name.json" "$WORK/$name.metrics.json" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+text = re.sub(r'^\s*//.*$', '', text, flags=re.M)            # the examples' comments
+text = re.sub(r',(\s*[}\]])', r'\1', text)                   # and trailing commas
+c = json.loads(text)
+for k in ("csv_monitor", "tensorboard", "jsonl_monitor"):    # no output folders from a benchmark
+    c.pop(k, None)
+c["autotuning"] = {"enabled": True, "start_profile_step": 2, "end_profile_step": 5, "metric_path": sys.argv[3]}
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+  if timeout 900 "$BUILD/tools/ds-run" "${train[@]}" --config "$WORK/$name.json" > "$WORK/$name.log" 2>&1 &&
+     [[ -f "$WORK/$name.metrics.json" ]]; then
+    python3 -c "import json; print(json.load(open('$WORK/$name.metrics.json'))['throughput'])"
+  fi
+}
+
+best_example=0 best_name=-
+for f in "$HERE"/examples/configs/*.json; do
+  n=$(basename "$f" .json)
+  case $n in autotp|ulysses|pipeline|elastic|zero3_offload_nvme|zero3_offload_nvme_optimizer|lora_opt|sft|cifar10) continue;; esac
+  r=$(measure "ex_$n" "$f" || true)
+  if [[ -z "$r" ]]; then echo "  example $n: did not run here ($(tail -1 "$WORK/ex_$n.log"))"; continue; fi
+  printf '  example %-30s %8.2f samples/s\n' "$n" "$r"
+  if python3 -c "import sys; sys.exit(0 if $r > $best_example else 1)"; then best_example=$r best_name=$n; fi
+done
+echo "best example: $best_name at $best_example samples/s"
+
+"$BUILD/tools/ds-autotune" -- "${train[@]}" --config "$HERE/examples/autotuning/gpt2_small.json" | tee autotune.log
+ours=$(measure tuned autotuning_results/ds_config_optimal.json)
+echo "tuned: $(python3 -c "import json; c=json.load(open('autotuning_results/ds_config_optimal.json')); print('stage', c['zero_optimization']['stage'], 'micro', c['train_micro_batch_size_per_gpu'], 'gas', c['gradient_accumulation_steps'])") at $ours samples/s"
+python3 -c "print(f'BENCH autotune_vs_best_example ours=$ours ref=$best_example unit=samples_per_s ratio={$ours / $best_example:.3f}')"
