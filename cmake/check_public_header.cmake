@@ -13,7 +13,7 @@ set(allowed
   checkpoint/load_options.h
   comm/collective_log.h comm/communicator.h comm/make_communicator.h comm/mpi_communicator.h comm/types.h
   comm/work.h
-  config/activation_checkpointing_config.h config/aio_config.h config/batch_config.h config/checkpoint_config.h
+  config/activation_checkpointing_config.h config/aio_config.h config/autotuning_config.h config/batch_config.h config/checkpoint_config.h
   config/config.h config/flops_profiler_config.h config/loader.h config/monitor_config.h
   config/optimizer_config.h config/precision_config.h config/scheduler_config.h config/zero_config.h
   nn/layer_list.h

@@ -293,9 +293,14 @@ std::string Autotuner::tune() {
                   : "",
               format_bytes(memory_.budget).c_str(), profile_.local_world_size, profile_.data_parallel_size);
   int64_t prev_max_micro = 0;
-  for (int stage : requested_stages(user_)) {
-    tune_stage(stage, prev_max_micro);
-    if (!at_.fast) tune_knobs(stage);
+  try {
+    for (int stage : requested_stages(user_)) {
+      tune_stage(stage, prev_max_micro);
+      if (!at_.fast) tune_knobs(stage);
+    }
+  } catch (const Error&) {  // interrupted: what ran is still summarized
+    write_results();
+    throw;
   }
   for (const std::string& s : skipped_) std::printf("ds-autotune: skipped %s\n", s.c_str());
   write_results();
