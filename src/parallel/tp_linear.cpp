@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/memory_efficient_linear.h"
 #include "parallel/tp_collectives.h"
 #include "util/error.h"
 
@@ -54,18 +55,21 @@ void TpLinearImpl::shard_rows(comm::Communicator& tp, RowParallelOptions o) {
   input_is_parallel_ = o.input_is_parallel;
 }
 
+torch::Tensor TpLinearImpl::linear(const torch::Tensor& x, const torch::Tensor& b) const {
+  return memory_efficient_ ? nn::memory_efficient_linear(x, weight, b) : torch::nn::functional::linear(x, weight, b);
+}
+
 torch::Tensor TpLinearImpl::forward(const torch::Tensor& x) {
-  namespace F = torch::nn::functional;
   switch (split_) {
     case TpSplit::None:
-      return F::linear(x, weight, bias);
+      return linear(x, bias);
     case TpSplit::Column: {
-      torch::Tensor y = F::linear(copy_to_tp_region(x, *tp_), weight, bias);
+      torch::Tensor y = linear(copy_to_tp_region(x, *tp_), bias);
       return gather_output_ ? gather_from_tp_region(y, *tp_) : y;
     }
     case TpSplit::Row: {
       const torch::Tensor local = input_is_parallel_ ? x : scatter_to_tp_region(x, *tp_);
-      torch::Tensor y = reduce_from_tp_region(F::linear(local, weight), *tp_);
+      torch::Tensor y = reduce_from_tp_region(linear(local, {}), *tp_);
       return bias.defined() ? y + bias : y;
     }
   }

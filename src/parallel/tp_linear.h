@@ -53,6 +53,11 @@ class TpLinearImpl : public torch::nn::LinearImpl {
   // gets whole heads (q, k, v and the output projection's input). 1 = any row.
   void set_shard_unit(int64_t unit) { shard_unit_ = unit; }
   int64_t shard_unit() const noexcept { return shard_unit_; }
+  // ZeRO stage 3 (zero_optimization.memory_efficient_linear): compute through
+  // nn::memory_efficient_linear, whose backward reads the weight as re-gathered instead of pinning
+  // the forward's copy. Same values either way.
+  void set_memory_efficient(bool on) noexcept { memory_efficient_ = on; }
+  bool memory_efficient() const noexcept { return memory_efficient_; }
 
  private:
   comm::Communicator* tp_ = nullptr;
@@ -61,6 +66,9 @@ class TpLinearImpl : public torch::nn::LinearImpl {
   bool gather_output_ = false;
   bool input_is_parallel_ = true;
   int64_t shard_unit_ = 1;
+  bool memory_efficient_ = false;
+
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& b) const;
 };
 TORCH_MODULE(TpLinear);
 

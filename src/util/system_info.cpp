@@ -72,6 +72,13 @@ std::uint64_t mem_total_bytes() { return meminfo_field("MemTotal:"); }
 std::uint64_t current_rss_bytes() { return status_field("VmRSS:"); }
 std::uint64_t peak_rss_bytes() { return status_field("VmHWM:"); }
 
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
 std::uint64_t memlock_limit_bytes() {
   rlimit rl{};
   if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0) return 0;

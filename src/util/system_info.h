@@ -22,6 +22,9 @@ std::uint64_t memlock_limit_bytes();    // RLIMIT_MEMLOCK soft limit (UINT64_MAX
 std::uint64_t shm_size_bytes();         // size of /dev/shm (0 if absent)
 std::uint64_t current_rss_bytes();      // resident set of this process
 std::uint64_t peak_rss_bytes();         // peak resident set of this process
+// Restarts the peak at the current resident set (Linux >= 4.0: /proc/self/clear_refs "5");
+// false where that is refused, and peak_rss_bytes() stays the whole run's.
+bool reset_peak_rss();
 std::string compiler_version();
 
 // "1.50 GiB", "12.0 MiB", "512 B".

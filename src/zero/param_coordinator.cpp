@@ -73,6 +73,8 @@ int64_t ParamCoordinator::missing_numel(size_t layer) const {
 }
 
 void ParamCoordinator::fetch(size_t layer, GatherFor purpose) {
+  const size_t at = order_.size();
+  on_trace_ = on_trace_ && order_recorded_ && at < first_order_.size() && first_order_[at] == layer;
   order_.push_back(layer);
   if (inflight_) {  // usually this very layer, prefetched; either way it completes first
     params_.finish(std::move(inflight_));
@@ -92,7 +94,10 @@ void ParamCoordinator::prefetch(size_t layer, GatherFor purpose) {
 void ParamCoordinator::before_forward(std::size_t index) {
   // A forward that began while the previous one had no backward (evaluation): forget its fetches,
   // so the order check compares training passes only.
-  if (index == 0) order_.clear();
+  if (index == 0) {
+    order_.clear();
+    on_trace_ = true;
+  }
   fetch(index, GatherFor::Forward);
   prefetch(index + 1, GatherFor::Forward);
   running_ = index;
@@ -100,7 +105,34 @@ void ParamCoordinator::before_forward(std::size_t index) {
 
 void ParamCoordinator::after_forward(std::size_t index) {
   running_.reset();
-  for (size_t id : layer_params_[index]) params_.release(id);
+  const size_t at = order_.empty() ? 0 : order_.size() - 1;  // this layer's fetch
+  const bool backward_follows = torch::GradMode::is_enabled();  // no-grad forwards (evaluation) keep nothing
+  const auto& ids = layer_params_[index];
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (!backward_follows || !reused_soon(at, k)) params_.release(ids[k]);
+}
+
+bool ParamCoordinator::reused_soon(size_t at, size_t k) const {
+  return on_trace_ && at < keep_.size() && k < keep_[at].size() && keep_[at][k];
+}
+
+void ParamCoordinator::record_trace() {
+  first_order_ = order_;
+  order_recorded_ = !order_.empty();
+  // DeepSpeed's scan: from the next fetch on, a layer is examined while fewer than
+  // max_reuse_distance elements have been passed; each parameter it uses is kept.
+  keep_.assign(first_order_.size(), {});
+  for (size_t at = 0; at < first_order_.size(); ++at) {
+    const auto& ids = layer_params_[first_order_[at]];
+    std::vector<bool> keep(ids.size(), false);
+    int64_t traversed = 0;
+    for (size_t next = at + 1; next < first_order_.size() && traversed < zero_.max_reuse_distance; ++next)
+      for (size_t id : layer_params_[first_order_[next]]) {
+        for (size_t k = 0; k < ids.size(); ++k) keep[k] = keep[k] || ids[k] == id;
+        traversed += params_[id].numel;
+      }
+    keep_[at] = std::move(keep);
+  }
 }
 
 std::string ParamCoordinator::running_layer() const {
@@ -122,8 +154,7 @@ void ParamCoordinator::end_pass() {
   for (const auto& ids : layer_params_)
     for (size_t id : ids) params_.release(id);
   if (!order_recorded_) {
-    first_order_ = order_;
-    order_recorded_ = !order_.empty();
+    record_trace();
   } else if (order_ != first_order_ && !order_warned_) {
     order_warned_ = true;
     log::warn("ZeRO stage 3: layers were fetched in a different order than in the first step "

@@ -6,7 +6,13 @@
 //             i-1) before autograd computes i's gradients; each parameter is released as soon as its
 //             gradient has been taken by the gradient reducer (param_done).
 // Prefetch respects stage3_prefetch_bucket_size and stage3_max_live_parameters. The layer order of
-// the first step is recorded; a later step that fetches in another order gets one warning.
+// the first step is recorded (forward and backward fetches: DeepSpeed's trace); a later step that
+// fetches in another order gets one warning.
+// stage3_max_reuse_distance (DeepSpeed's __params_to_release): once the trace is recorded, a layer's
+// parameters are not released after its forward when the trace fetches them again before that many
+// parameter elements have been fetched from there on. DeepSpeed's default (1e9) so keeps a model
+// under a billion parameters gathered from its forward to its backward (no backward gathers: fast);
+// 0 releases every layer after its forward (peak: at rest plus about one layer).
 #pragma once
 
 #include <memory>
@@ -46,6 +52,10 @@ class ParamCoordinator final : public nn::LayerHooks {
   void fetch(size_t layer, GatherFor purpose);
   void prefetch(size_t layer, GatherFor purpose);
   int64_t missing_numel(size_t layer) const;
+  void record_trace();  // at the end of the first pass: first_order_ and what to keep where
+  // Whether parameter k of the layer fetched at trace position `at` is used again within
+  // stage3_max_reuse_distance elements (false before the trace is recorded or off it).
+  bool reused_soon(size_t at, size_t k) const;
 
   ShardedParameters& params_;
   const nn::LayerList& layers_;
@@ -57,6 +67,8 @@ class ParamCoordinator final : public nn::LayerHooks {
   size_t inflight_layer_ = 0;
   std::vector<size_t> order_, first_order_;  // layers fetched this pass / in the first pass
   bool order_recorded_ = false, order_warned_ = false;
+  bool on_trace_ = true;                      // this pass has fetched first_order_'s prefix so far
+  std::vector<std::vector<bool>> keep_;       // [trace position][param of that layer]: reused soon
 };
 
 }  // namespace ds::zero

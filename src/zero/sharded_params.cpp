@@ -339,13 +339,17 @@ void ShardedParameters::finish(std::unique_ptr<Pending> pending) {
   }
   pending->work.wait();
   torch::NoGradGuard no_grad;
-  auto ranks = pending->recv.view({world, pending->chunk});
   for (size_t k = 0; k < pending->ids.size(); ++k) {
     ShardedParam& p = params_[pending->ids[k]];
     pending_[pending->ids[k]] = false;
-    // [world, shard] → the parameter's elements in order, without the tail padding.
-    auto full = ranks.narrow(1, pending->offsets[k], pending->sizes[k]).reshape({-1}).narrow(0, 0, p.numel);
-    full = full.to(plan_.compute, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    // Rank r sent the parameter's elements [r·size, (r+1)·size) (the last one padded): one
+    // contiguous copy per rank, straight into the compute-dtype tensor.
+    auto full = torch::empty({p.numel}, torch::TensorOptions().dtype(plan_.compute));
+    const int64_t size = pending->sizes[k];
+    for (int r = 0; r < world; ++r) {
+      const int64_t begin = r * size, n = std::clamp<int64_t>(p.numel - begin, 0, size);
+      if (n > 0) full.narrow(0, begin, n).copy_(pending->recv.narrow(0, r * pending->chunk + pending->offsets[k], n));
+    }
     set_full(p, full);
     if (!p.persistent) {
       live_numel_ += p.numel;

@@ -24,6 +24,18 @@ std::unique_ptr<comm::Communicator> make_hpz_group(int64_t size, comm::Communica
   return dp.split(int(dp.rank() / size), int(dp.rank() % size), "split_hpz");
 }
 
+// zero_optimization.memory_efficient_linear: the model's TpLinear layers (every projection of the
+// built-in families) compute through nn::memory_efficient_linear, so a released weight is freed.
+std::vector<std::shared_ptr<parallel::TpLinearImpl>> use_memory_efficient_linear(torch::nn::Module& module) {
+  std::vector<std::shared_ptr<parallel::TpLinearImpl>> out;
+  for (const auto& m : module.modules(/*include_self=*/false))
+    if (auto linear = std::dynamic_pointer_cast<parallel::TpLinearImpl>(m); linear && !linear->memory_efficient()) {
+      linear->set_memory_efficient(true);
+      out.push_back(std::move(linear));
+    }
+  return out;
+}
+
 }  // namespace
 
 ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<NamedParam>& params)
@@ -41,6 +53,8 @@ ShardedStates::ShardedStates(const ModelStatesOptions& o, const std::vector<Name
   qgz_ = QuantizedGradients::make(config_.zero_optimization, comm_, o.node, *params_);
   coordinator_ = std::make_shared<ParamCoordinator>(*params_, *layers_, config_.zero_optimization);
   layers_->set_hooks(coordinator_);
+  if (config_.zero_optimization.memory_efficient_linear && o.module != nullptr)
+    efficient_linears_ = use_memory_efficient_linear(*o.module);
   first_forward_watch_ = std::make_unique<ReleasedReadWatch>(*params_, [c = coordinator_.get()] { return c->running_layer(); });
   std::vector<torch::Tensor> tensors;
   for (size_t id = 0; id < params_->size(); ++id) tensors.push_back((*params_)[id].param);
@@ -93,6 +107,7 @@ void ShardedStates::forward_finished() {
 }
 
 ShardedStates::~ShardedStates() {
+  for (const auto& linear : efficient_linears_) linear->set_memory_efficient(false);
   if (layers_ != nullptr && layers_->hooks() == coordinator_.get()) layers_->set_hooks(nullptr);
 }
 

@@ -6,6 +6,7 @@
 // zero_quantized_gradients over several nodes the matrices' gradients go as int4 instead (qgZ).
 #pragma once
 
+#include "parallel/tp_linear.h"
 #include "zero/gradient_buckets.h"
 #include "zero/model_states.h"
 #include "zero/param_coordinator.h"
@@ -68,6 +69,7 @@ class ShardedStates final : public ModelStates {
   std::unique_ptr<QuantizedGradients> qgz_;  // zero_quantized_gradients over several nodes
   std::unique_ptr<SubGroupTracker> tracker_;  // with offload overlap
   std::unique_ptr<ReleasedReadWatch> first_forward_watch_;  // until the first forward has finished
+  std::vector<std::shared_ptr<parallel::TpLinearImpl>> efficient_linears_;  // switched on by memory_efficient_linear
 };
 
 }  // namespace ds::zero

@@ -17,11 +17,13 @@ namespace {
 using namespace partest;
 
 // `zeropp`: extra zero_optimization keys.
+// stage3_max_reuse_distance 0: every layer released after its forward, so backward gathers again
+// (what hpZ serves; with DeepSpeed's default a model this small stays gathered until its backward).
 std::string stage3_config(const std::string& zeropp) {
   return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
       "gradient_clipping": {}, "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3, "weight_decay": 0.01}}}},
-      "zero_optimization": {{"stage": 3, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0
-                             {}}}}})",
+      "zero_optimization": {{"stage": 3, "reduce_bucket_size": 4000, "stage3_param_persistence_threshold": 0,
+                             "stage3_max_reuse_distance": 0 {}}}}})",
                      kMicro, kGas, kClip, zeropp.empty() ? "" : ", " + zeropp);
 }
 

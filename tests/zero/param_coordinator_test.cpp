@@ -152,6 +152,46 @@ TEST(ParamCoordinator, PrefetchesTheNextLayerWithinBucketSizeAndMaxLive) {
   }
 }
 
+// stage3_max_reuse_distance: once the first pass has recorded the trace (l0 l1 l2 forward, l2 l1 l0
+// backward; layers of 6, 8 and 6 elements), a later pass keeps a layer gathered after its forward
+// when the trace fetches it again before `distance` elements have been fetched from there on.
+TEST(ParamCoordinator, KeepsWhatTheTraceReusesWithinMaxReuseDistance) {
+  using G = std::vector<bool>;
+  struct Case {
+    int64_t distance;
+    G after_forward;  // gathered once the second forward has finished (b1 persists)
+  };
+  // After l2 its own backward comes next (distance > 0 keeps w2). From l1: l2 (6) and l2's backward
+  // (6) pass before l1's backward: 12 < 13 keeps w1. From l0: 8 + 6 + 6 + 8 = 28 before l0's backward.
+  for (const Case& c : {Case{0, G{false, false, true, false}}, Case{1, G{false, false, true, true}},
+                        Case{12, G{false, false, true, true}}, Case{13, G{false, true, true, true}},
+                        Case{28, G{false, true, true, true}}, Case{29, G{true, true, true, true}},
+                        Case{1000000000, G{true, true, true, true}}}) {
+    ZeroConfig z;
+    z.max_reuse_distance = c.distance;
+    Fixture f(z);
+    auto first = f.layers.forward(input());
+    EXPECT_EQ(f.gathered(), (G{false, false, true, false})) << "no trace yet: everything released";
+    first.sum().backward();
+    f.coord->end_pass();
+    const auto first_grads = f.params[0].param.grad().clone();
+    for (auto& np : f.params) np.param.mutable_grad().reset();
+
+    auto second = f.layers.forward(input());
+    EXPECT_EQ(f.gathered(), c.after_forward) << "stage3_max_reuse_distance " << c.distance;
+    second.sum().backward();
+    EXPECT_TRUE(torch::equal(f.params[0].param.grad(), first_grads)) << "kept or gathered again: the same values";
+    f.coord->end_pass();
+    EXPECT_EQ(f.gathered(), (G{false, false, true, false})) << "at rest everything is released";
+    EXPECT_EQ(f.sp->live_numel(), 0);
+    {
+      torch::NoGradGuard no_grad;  // evaluation: no backward follows, nothing is kept
+      f.layers.forward(input());
+    }
+    EXPECT_EQ(f.gathered(), (G{false, false, true, false})) << "a no-grad forward keeps nothing";
+  }
+}
+
 TEST(ParamCoordinator, ParametersInNoLayerStayGathered) {
   Fixture f(ZeroConfig{});
   // A second coordinator over a list that names only w0: w1 and w2 are unlisted (b1 persists anyway)
