@@ -7,7 +7,8 @@
 # ds-autotune tunes examples/autotuning/gpt2_small.json (stages 0-3, micro-batch up to 16) and its
 # optimal config is timed again the same way. Ends with
 #   BENCH autotune_vs_best_example ours=<optimal samples/s> ref=<best example samples/s> unit=samples_per_s ratio=<ours/ref>
-# (target >= 1.0). Not part of CI: about 15 minutes on 2 cores.
+# (target >= 1.0). Not part of CI: over an hour on 2 cores (each example config 2-3 minutes at GPT-2
+# small, world 2; measured 2026-12-03 before it was stopped).
 #
 #   benchmarks/autotune.sh [WORK_DIR]     default /tmp/ds_autotune_bench; SEQ=128 STEPS=20 CORETYPE
 set -euo pipefail
