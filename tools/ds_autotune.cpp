@@ -11,36 +11,21 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "autotune/autotuner.h"
 #include "cli_checks.h"
 #include "launcher/child_process.h"
+#include "launcher/local_machine.h"
 #include "util/blas_core_select.h"
 #include "util/error.h"
-
-namespace {
-
-// ds-run from the same build or install as this binary, else from PATH.
-std::string sibling_ds_run() {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto candidate = self.parent_path() / "ds-run";
-    if (std::filesystem::exists(candidate, ec)) return candidate.string();
-  }
-  return "ds-run";
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   ds::select_blas_core_or_reexec(argv, "ds-autotune");  // experiments inherit the chosen core
   bool run_after = false;
   ds::autotune::AutotuneOptions opt;
-  std::string ds_run = sibling_ds_run();
+  std::string ds_run = ds::launcher::sibling_tool("ds-run");
   CLI::App app{"ds-autotune [options] -- [ds-run options] <program> [args...] --config ds_config.json\n"
                "Find the fastest ZeRO stage, micro-batch, offload and checkpointing for a program, as DeepSpeed's "
                "autotuner does (the config's \"autotuning\" section; docs/autotuning.md)"};

@@ -21,6 +21,7 @@
 #include "launcher/elastic_run.h"
 #include "launcher/exit_status.h"
 #include "launcher/launch_plan.h"
+#include "launcher/local_machine.h"
 #include "launcher/rank_shim.h"
 #include "util/error.h"
 #include "util/blas_core_select.h"
@@ -93,11 +94,7 @@ LaunchOutcome launch(LaunchPlan& plan) {
 // `ds-run --autotuning tune|run <launcher options> <program>...` is `ds-autotune [--run] -- <launcher
 // options> <program>...`: DeepSpeed's spelling, our tool (it runs each experiment through ds-run).
 int exec_autotuner(int argc, char** argv, size_t program_args, bool run_after) {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::string tool = "ds-autotune";
-  if (!ec && std::filesystem::exists(self.parent_path() / tool, ec)) tool = (self.parent_path() / tool).string();
-  std::vector<std::string> args{tool};
+  std::vector<std::string> args{sibling_tool("ds-autotune")};
   if (run_after) args.push_back("--run");
   args.push_back("--");
   const int launcher_end = argc - int(program_args);
@@ -114,7 +111,7 @@ int exec_autotuner(int argc, char** argv, size_t program_args, bool run_after) {
   for (std::string& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   ::execvp(cargv[0], cargv.data());
-  return fail("--autotuning: cannot run " + tool + " (build or install ds-autotune next to ds-run)");
+  return fail("--autotuning: cannot run " + args[0] + " (build or install ds-autotune next to ds-run)");
 }
 
 }  // namespace

@@ -60,4 +60,12 @@ std::string self_executable() {
   return ec ? std::string("ds-run") : path.string();
 }
 
+std::string sibling_tool(const std::string& name) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return name;
+  const auto candidate = self.parent_path() / name;
+  return std::filesystem::exists(candidate, ec) ? candidate.string() : name;
+}
+
 }  // namespace ds::launcher

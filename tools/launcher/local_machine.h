@@ -13,5 +13,8 @@ int numa_nodes();                            // online NUMA nodes (at least 1)
 std::vector<std::string> local_host_names(); // localhost, 127.0.0.1, hostname, short hostname
 bool running_as_root();
 std::string self_executable();               // absolute path of this binary (/proc/self/exe)
+// The tool `name` ("ds-autotune") from the same build or install as this binary, else `name`
+// itself (looked up on PATH when run).
+std::string sibling_tool(const std::string& name);
 
 }  // namespace ds::launcher
