@@ -5,6 +5,7 @@
 #include "inference/ragged_attention.h"
 #include "inference/ragged_model.h"
 #include "models/gpt2.h"
+#include "nn/bf16_ops.h"
 #include "util/error.h"
 
 namespace ds::inference {
@@ -30,13 +31,13 @@ class Gpt2Ragged final : public RaggedModel {
     auto x = t.wte->forward(batch.token_ids) + t.wpe->forward(batch.positions);  // [N,C]
     for (int64_t l = 0; l < cfg_.n_layer; ++l) {
       auto& block = *t.h->ptr<models::BlockImpl>(static_cast<size_t>(l));
-      auto qkv = block.attn->c_attn(block.ln_1(x)).split(c, 1);  // 3 × [N,C]
+      auto qkv = block.attn->c_attn(nn::layer_norm(block.ln_1, x)).split(c, 1);  // 3 × [N,C]
       auto y = ragged_attention(batch, cache, l, qkv[0].view({n, heads, d}), qkv[1].view({n, heads, d}),
                                 qkv[2].view({n, heads, d}), scale);
       x = x + block.attn->c_proj(y.view({n, c}));
-      x = x + block.mlp(block.ln_2(x));
+      x = x + block.mlp(nn::layer_norm(block.ln_2, x));
     }
-    auto last = t.ln_f(x.index_select(0, batch.last_rows));           // [S,C]
+    auto last = nn::layer_norm(t.ln_f, x.index_select(0, batch.last_rows));           // [S,C]
     return torch::linear(last, t.wte->weight).to(torch::kFloat);      // [S,V]
   }
 

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "models/blockwise_attention.h"
+#include "nn/bf16_ops.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -25,6 +26,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   };
   if (!sliding_window && !blocked.defined() && t > kBlockwiseAttentionMinTokens)
     return blockwise_causal_attention(q, repeat_kv(k), repeat_kv(v), scale);
+  if (!sliding_window && !blocked.defined() && nn::uses_bf16_kernels(q))  // scale, mask, softmax fused
+    return torch::matmul(nn::causal_softmax(torch::matmul(q, repeat_kv(k).transpose(2, 3)), scale), repeat_kv(v));
   auto scores = torch::matmul(q, repeat_kv(k).transpose(2, 3)) * scale;  // [B,H,T,T]
   auto mask = causal_mask(t, sliding_window, q.device());
   if (blocked.defined()) mask = mask.logical_or(blocked);  // [B,1,T,T]: each query still sees itself

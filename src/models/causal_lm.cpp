@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/bf16_ops.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -57,8 +58,9 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
   const auto dtype = logits.scalar_type();
   const bool low_precision = dtype == torch::kHalf || dtype == torch::kBFloat16;
   auto flat = logits.reshape({-1, logits.size(-1)});  // [B·T, V]
-  if (low_precision) flat = flat.to(torch::kFloat);
-  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));  // ignore_index -100
+  // 16-bit logits: fp32 arithmetic without an fp32 copy of them (nn/bf16_ops.h); ignore_index -100.
+  if (low_precision) return nn::cross_entropy(flat, targets.reshape({-1}));
+  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
 }
 
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {

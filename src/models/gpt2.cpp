@@ -6,6 +6,7 @@
 
 #include "models/blockwise_attention.h"
 #include "models/gpt2_hf.h"
+#include "nn/bf16_ops.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -74,6 +75,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   torch::Tensor y;  // [B,H,T,D]
   if (tq > kBlockwiseAttentionMinTokens) {
     y = blockwise_causal_attention(q, k, v, scale);  // saves O(T), not the O(T²) scores
+  } else if (nn::uses_bf16_kernels(q)) {
+    y = torch::matmul(nn::causal_softmax(torch::matmul(q, k.transpose(-2, -1)), scale), v);  // scale, mask, softmax fused
   } else {
     // scores [B,H,T,T]; position i may attend to j ≤ i only.
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));  // as HF divides
@@ -91,7 +94,7 @@ MlpImpl::MlpImpl(int64_t n_embd) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return c_proj(torch::gelu(c_fc(x), "tanh"));
+  return c_proj(nn::gelu_tanh(c_fc(x)));
 }
 
 BlockImpl::BlockImpl(int64_t n_embd, int64_t n_head) {
@@ -103,8 +106,8 @@ BlockImpl::BlockImpl(int64_t n_embd, int64_t n_head) {
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  auto h = x + attn(ln_1(x));
-  return h + mlp(ln_2(h));
+  auto h = x + attn(nn::layer_norm(ln_1, x));
+  return h + mlp(nn::layer_norm(ln_2, h));
 }
 
 GPT2TransformerImpl::GPT2TransformerImpl(const GPT2Config& config) {
@@ -182,7 +185,7 @@ void GPT2Impl::build_layers() {
   layers_.add(
       "head",
       [ln_f, wte](const torch::Tensor& x) {
-        return torch::linear(ln_f->forward(x), wte->weight);  // [B,T,C] @ [V,C]ᵀ → [B,T,V]
+        return torch::linear(nn::layer_norm(torch::nn::LayerNorm(ln_f), x), wte->weight);  // [B,T,C] @ [V,C]ᵀ → [B,T,V]
       },
       std::move(head_params));
 }

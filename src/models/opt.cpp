@@ -5,6 +5,7 @@
 
 #include "models/attention.h"
 #include "models/hf_layers.h"
+#include "nn/bf16_ops.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -46,10 +47,10 @@ OPTDecoderLayerImpl::OPTDecoderLayerImpl(const OPTConfig& c) : pre_ln_(c.do_laye
 }
 
 torch::Tensor OPTDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
-  auto h = x + self_attn->forward(pre_ln_ ? self_attn_layer_norm(x) : x, blocked);
-  if (!pre_ln_) h = self_attn_layer_norm(h);
-  auto out = h + fc2(torch::relu(fc1(pre_ln_ ? final_layer_norm(h) : h)));
-  return pre_ln_ ? out : final_layer_norm(out);
+  auto h = x + self_attn->forward(pre_ln_ ? nn::layer_norm(self_attn_layer_norm, x) : x, blocked);
+  if (!pre_ln_) h = nn::layer_norm(self_attn_layer_norm, h);
+  auto out = h + fc2(torch::relu(fc1(pre_ln_ ? nn::layer_norm(final_layer_norm, h) : h)));
+  return pre_ln_ ? out : nn::layer_norm(final_layer_norm, out);
 }
 
 OPTDecoderImpl::OPTDecoderImpl(const OPTConfig& c) {
@@ -142,7 +143,7 @@ void OPTImpl::build_layers() {
   layers_.add(
       "head",
       [dec, head](const torch::Tensor& x) {
-        auto h = dec->final_layer_norm ? dec->final_layer_norm(x) : x;
+        auto h = dec->final_layer_norm ? nn::layer_norm(dec->final_layer_norm, x) : x;
         if (dec->project_out) h = dec->project_out(h);
         return torch::linear(h, head ? head->weight : dec->embed_tokens->weight);  // [B,T,V]
       },

@@ -55,7 +55,11 @@ void PrecisionBuffers::accumulate() {
     if (g.accum_aliases) continue;
     torch::Tensor grads = fgs[i].grads;
     if (plan_.model != plan_.compute) grads = grads.to(plan_.model);  // 16-bit gradient values
-    g.accum.add_(grads.to(plan_.grad_accum));
+    // One pass, no temporary: add_/copy_ widen the 16-bit values exactly as .to() would; after a
+    // zeroing, 0 + g is g, so the first micro-batch copies.
+    if (g.accum_zero) g.accum.copy_(grads);
+    else g.accum.add_(grads);
+    g.accum_zero = false;
     fgs[i].grads.zero_();
   }
 }
@@ -70,14 +74,17 @@ torch::Tensor PrecisionBuffers::accum_of(const std::string& name) {
     for (const auto& slot : flat_.groups()[g].slots)
       if (slot.name == name) {
         DS_CHECK(groups_[g].accum.defined(), Error, "no accumulated gradient buffer for \"" + name + "\"");
+        groups_[g].accum_zero = false;  // a view the caller may write through
         return groups_[g].accum.narrow(0, slot.offset, slot.numel);
       }
   throw Error("no trainable parameter \"" + name + "\" in the model states");
 }
 
 void PrecisionBuffers::zero_grads() {
-  for (auto& g : groups_)
-    if (g.accum.defined()) g.accum.zero_();
+  for (auto& g : groups_) {
+    if (g.accum.defined() && (g.accum_aliases || !g.accum_zero)) g.accum.zero_();
+    g.accum_zero = true;
+  }
   flat_.zero_grads();
 }
 

@@ -33,7 +33,10 @@ class PrecisionBuffers {
   torch::Tensor fp32_grads(size_t g) const;
   void zero_grads();
   // Group g's accumulated gradients in the accumulation dtype, for in-place reduction across ranks.
-  torch::Tensor& accum(size_t g) { return groups_[g].accum; }
+  torch::Tensor& accum(size_t g) {  // the caller may write through it: no longer known to be zero
+    groups_[g].accum_zero = false;
+    return groups_[g].accum;
+  }
   // The named parameter's piece of them (a view); ds::Error when no slot has that name.
   torch::Tensor accum_of(const std::string& name);
   // Group g's storage was overwritten (e.g. broadcast from rank 0): refresh the compute copy.
@@ -50,6 +53,7 @@ class PrecisionBuffers {
     torch::Tensor accum;    // [padded] grad_accum dtype; aliases FlatGroup::grads when possible
     bool storage_aliases = false;
     bool accum_aliases = false;
+    bool accum_zero = true;  // accum holds zeros: the next accumulate() copies instead of adding
   };
   FlatParameters& flat_;
   DtypePlan plan_;
