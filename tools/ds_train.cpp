@@ -64,6 +64,7 @@ struct Run {
   int64_t seq = 0;
   const ds::models::TokenDataset& data;
   ds::models::BatchSampler& sampler;
+  std::string tip = {};  // printed by rank 0 before training (ds::tools::bf16_suggestion)
 };
 
 // One optimizer step of `gas` micro-batches: the plain engine's forward/backward/step, or the
@@ -111,7 +112,7 @@ int train(E& engine, Run& r) {
               r.model_cfg.describe().c_str(), r.data.describe().c_str(),
               static_cast<long long>(engine.train_batch_size()), static_cast<long long>(r.seq),
               static_cast<long long>(micro), static_cast<long long>(gas));
-  if (rank == 0) std::printf("%s", engine.memory_report().c_str());
+  if (rank == 0) std::printf("%s%s", engine.memory_report().c_str(), r.tip.c_str());
   std::fflush(stdout);
 
   // The model's shape travels in the checkpoint, so ds-zero-to-fp32 can write a Hugging Face config.
@@ -184,7 +185,7 @@ int run(int argc, char** argv) {
   torch::manual_seed(opt.seed);
   ds::offload::enable_huge_pages_for_cpu_tensors();  // before the model: its weights are large tensors too
   auto model = ds::models::GPT2(model_cfg);
-  Run r{opt, model_cfg, seq, data, sampler};
+  Run r{opt, model_cfg, seq, data, sampler, ds::tools::bf16_suggestion(config, ds::detect_cpu_isa().avx512bf16)};
   if (pipeline) {
     auto* m = model.get();  // the model's own loss: under Ulysses the sequence group's token mean
     auto loss = [m](const torch::Tensor& logits, const torch::Tensor& targets) { return m->loss(logits, targets); };

@@ -89,4 +89,11 @@ void check_resume_step(int64_t checkpoint_step, int64_t steps, const std::string
                        load_dir, checkpoint_step, steps, checkpoint_step, checkpoint_step + 100));
 }
 
+std::string bf16_suggestion(const Config& config, bool cpu_bf16) {
+  if (!cpu_bf16 || config.bf16.enabled || config.fp16.enabled) return "";
+  return "tip: this CPU computes bf16 natively (AVX512-BF16); \"bf16\": {\"enabled\": true} in the config trains "
+         "GPT-2 small ~2.4x faster than fp32 here, with fp32 master weights and optimizer state "
+         "(docs/mixed_precision.md)\n";
+}
+
 }  // namespace ds::tools

@@ -22,4 +22,8 @@ void check_save_dir(const std::string& dir);
 // further (ds::Error otherwise: nothing to train, and negative step counts).
 void check_resume_step(int64_t checkpoint_step, int64_t steps, const std::string& load_dir);
 
+// A line suggesting bf16 when `config` trains in fp32 on a CPU that computes bf16 natively
+// (`cpu_bf16`: AVX512-BF16, util/system_info.h), "" otherwise (issue 15 item 2).
+std::string bf16_suggestion(const Config& config, bool cpu_bf16);
+
 }  // namespace ds::tools
