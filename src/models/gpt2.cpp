@@ -7,6 +7,7 @@
 #include "models/blockwise_attention.h"
 #include "models/gpt2_hf.h"
 #include "nn/bf16_ops.h"
+#include "nn/memory_efficient_linear.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -185,7 +186,8 @@ void GPT2Impl::build_layers() {
   layers_.add(
       "head",
       [ln_f, wte](const torch::Tensor& x) {
-        return torch::linear(nn::layer_norm(torch::nn::LayerNorm(ln_f), x), wte->weight);  // [B,T,C] @ [V,C]ᵀ → [B,T,V]
+        // [B,T,C] @ [V,C]ᵀ → [B,T,V]; saving the parameter, not a view of it (stage 3 frees the gathered copy)
+        return nn::memory_efficient_linear(nn::layer_norm(torch::nn::LayerNorm(ln_f), x), wte->weight);
       },
       std::move(head_params));
 }

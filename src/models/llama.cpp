@@ -5,6 +5,7 @@
 
 #include "models/attention.h"
 #include "models/hf_layers.h"
+#include "nn/memory_efficient_linear.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -159,7 +160,7 @@ void LlamaImpl::build_layers() {
   layers_.add(
       "head",
       [norm, head, embed](const torch::Tensor& x) {
-        return torch::linear(norm->forward(x), head ? head->weight : embed->weight);  // [B,T,V]
+        return nn::memory_efficient_linear(norm->forward(x), head ? head->weight : embed->weight);  // [B,T,V], as gpt2.cpp
       },
       std::move(head_params));
 }

@@ -6,6 +6,7 @@
 #include "models/attention.h"
 #include "models/hf_layers.h"
 #include "nn/bf16_ops.h"
+#include "nn/memory_efficient_linear.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -145,7 +146,7 @@ void OPTImpl::build_layers() {
       [dec, head](const torch::Tensor& x) {
         auto h = dec->final_layer_norm ? nn::layer_norm(dec->final_layer_norm, x) : x;
         if (dec->project_out) h = dec->project_out(h);
-        return torch::linear(h, head ? head->weight : dec->embed_tokens->weight);  // [B,T,V]
+        return nn::memory_efficient_linear(h, head ? head->weight : dec->embed_tokens->weight);  // [B,T,V], as gpt2.cpp
       },
       std::move(head_params));
 }
