@@ -19,7 +19,6 @@ using torch::autograd::variable_list;
 constexpr int64_t kIgnoreIndex = -100;   // torch's cross_entropy default
 constexpr int64_t kGrainElements = 32768;  // per thread chunk: well above the cost of a task
 
-
 uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
 
 torch::Tensor as_bf16(const torch::Tensor& t) { return t.to(torch::kBFloat16).contiguous(); }
