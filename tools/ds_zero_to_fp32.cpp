@@ -2,8 +2,10 @@
 // file, or shards plus model.safetensors.index.json, in Hugging Face's layout. Streams one tensor at
 // a time — read from whichever rank files hold its pieces, converted, written — so memory is
 // bounded by the largest tensor, not the model (DeepSpeed's zero_to_fp32 holds the whole model).
-// GPT-2 checkpoints written by ds-train carry the model's shape: their Conv1D weights are
-// transposed to HF's [in, out] and a config.json is written, so HF tools load the export.
+// Checkpoints written by ds-train record the model (export_layout.h): a config.json is written
+// beside the weights, and GPT-2's Conv1D weights are transposed to HF's [in, out], so
+// from_pretrained and HF tools load the export. Names are the model's, which are HF's (a tied head
+// has no lm_head.weight, as HF saves it).
 // Every byte read is verified against the manifest's checksums (--no-verify skips it). The files are
 // written into a staging folder inside the output folder and moved into place only when all are
 // complete, so a failure leaves the output folder as it was; then stale model files that would
@@ -23,6 +25,7 @@
 #include "checkpoint/manifest.h"
 #include "format/posix_file.h"
 #include "checkpoint/state_files.h"
+#include "export_layout.h"
 #include "models/gpt2_hf.h"
 #include "util/error.h"
 #include "util/system_info.h"
@@ -137,13 +140,13 @@ int run(int argc, char** argv) {
   const std::string dir = checkpoint::resolve_tag_dir(o.checkpoint_dir, o.tag);
   const checkpoint::Manifest m = checkpoint::read_manifest((fs::path(dir) / checkpoint::kManifestFile).string());
   checkpoint::SliceReader reader(dir, m, !o.no_verify);
-  const nlohmann::json model = m.client_state.value("model", nlohmann::json::object());
-  const bool gpt2 = model.value("type", "") == "gpt2";
+  const std::string torch_dtype = o.dtype == "bf16" ? "bfloat16" : o.dtype == "fp16" ? "float16" : "float32";
+  const tools::ExportLayout layout = tools::export_layout(m.client_state.value("model", nlohmann::json()), torch_dtype);
 
   const uint64_t elem = torch::elementSize(out_dtype);
   std::vector<Item> items;
   for (const auto& p : m.params) {
-    Item it{p.name, p.shape, &p, gpt2 && models::is_conv1d_weight(p.name) && p.shape.size() == 2, 0};
+    Item it{p.name, p.shape, &p, layout.transpose_conv1d && models::is_conv1d_weight(p.name) && p.shape.size() == 2, 0};
     if (it.transpose) std::swap(it.shape[0], it.shape[1]);
     it.bytes = uint64_t(p.numel()) * elem;
     items.push_back(std::move(it));
@@ -209,16 +212,8 @@ int run(int argc, char** argv) {
       write_text_file((fs::path(staging.path) / kIndexFile).string(), index.dump(2) + "\n");
       written.push_back(kIndexFile);
     }
-    if (gpt2) {
-      models::GPT2Config c;
-      c.vocab_size = model.at("vocab_size");
-      c.n_positions = model.at("n_positions");
-      c.n_embd = model.at("n_embd");
-      c.n_layer = model.at("n_layer");
-      c.n_head = model.at("n_head");
-      auto cfg = models::hf_config_json(c);
-      cfg["torch_dtype"] = o.dtype == "bf16" ? "bfloat16" : o.dtype == "fp16" ? "float16" : "float32";
-      write_text_file((fs::path(staging.path) / "config.json").string(), cfg.dump(2) + "\n");
+    if (layout.config) {
+      write_text_file((fs::path(staging.path) / "config.json").string(), layout.config->dump(2) + "\n");
       written.push_back("config.json");
     }
   } catch (...) {
@@ -249,7 +244,9 @@ int run(int argc, char** argv) {
   std::printf("ds-zero-to-fp32: %s (ZeRO stage %d, %d rank file%s) -> %s: %zu tensors, %s in %zu file%s%s; peak RSS %s\n",
               dir.c_str(), m.zero_stage, m.dp_world_size, m.dp_world_size == 1 ? "" : "s", o.output_dir.c_str(),
               items.size(), format_bytes(total).c_str(), shards.size(), shards.size() == 1 ? "" : "s",
-              gpt2 ? " (Hugging Face GPT-2 layout + config.json)" : "", format_bytes(peak_rss_bytes()).c_str());
+              layout.config ? fmt::format(" (Hugging Face {} layout + config.json)", layout.model_type).c_str() : "",
+              format_bytes(peak_rss_bytes()).c_str());
+  if (!layout.config) std::printf("ds-zero-to-fp32: no config.json written: %s\n", layout.missing_config.c_str());
   if (!reader.verifying())
     std::printf("ds-zero-to-fp32: not verified (%s)\n",
                 o.no_verify ? "--no-verify" : "the checkpoint has no checksums: saved by an older deepspeed.cpp");
