@@ -12,6 +12,7 @@
 #include "models/pretrained.h"
 #include "train_checks.h"
 #include "train_resume.h"
+#include "train_shards.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/stop_signal.h"
@@ -79,15 +80,31 @@ int run_sft(const TrainOptions& opt) {
                 static_cast<long long>(micro), static_cast<long long>(gas), world);
     std::fflush(stdout);
   }
+  if (world > 1) {
+    const std::string shards = describe_shards(batches, static_cast<int64_t>(items.size()), engine.topology().data());
+    if (rank == 0) std::printf("%s\n", shards.c_str());
+    std::fflush(stdout);
+  }
+  // The loss of the global batch: each rank's mean over its micro-batches, averaged over the
+  // data-parallel ranks (as ds-train reports it for the built-in GPT-2).
+  auto global_loss = [&] {
+    double loss = engine.last_loss();
+    if (world > 1) {
+      engine.topology().data().all_reduce(comm::Buffer(&loss, 1), comm::ReduceOp::Sum, "ds_train_loss");
+      loss /= world;
+    }
+    return loss;
+  };
 
-  const nlohmann::json client_state = {{"model", {{"type", model->model_type()}, {"dir", opt.model_dir}}},
-                                       {"seed", opt.seed}};
+  // The folder's config.json travels in the checkpoint, so ds-zero-to-fp32 writes it beside the weights.
+  const nlohmann::json client_state = {
+      {"model", {{"type", model->model_type()}, {"dir", opt.model_dir}, {"config", hf}}}, {"seed", opt.seed}};
   const std::optional<int64_t> resumed = resume_training(engine, opt);
   if (!resumed) return 0;
   const int64_t first_step = *resumed;
   ProgressReporter progress({opt.steps, rank == 0 ? opt.progress : ProgressMode::Off,
                              std::max<int64_t>(1, opt.steps / 20), stdout});
-  double first_loss = 0.0, tokens = 0.0;
+  double first_loss = 0.0, last_loss = 0.0, tokens = 0.0;
   const auto t_start = std::chrono::steady_clock::now();
   int64_t step = first_step;
   for (; step < opt.steps && !engine.stop_requested(); ++step) {
@@ -104,10 +121,11 @@ int run_sft(const TrainOptions& opt) {
       engine.step();
       tokens += static_cast<double>(rows.rows * rows.seq);
     }
-    if (step == first_step) first_loss = engine.last_loss();
+    last_loss = global_loss();
+    if (step == first_step) first_loss = last_loss;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     auto lr = engine.get_lr();
-    progress.update({step + 1, engine.last_loss(), lr.empty() ? 0.0 : lr[0], tokens / std::max(secs, 1e-9),
+    progress.update({step + 1, last_loss, lr.empty() ? 0.0 : lr[0], tokens / std::max(secs, 1e-9),
                      current_rss_bytes()});
     if (!opt.save_dir.empty() && opt.save_interval > 0 && (step + 1) % opt.save_interval == 0 && step + 1 < opt.steps)
       engine.save_checkpoint(opt.save_dir, "", client_state);
@@ -121,7 +139,7 @@ int run_sft(const TrainOptions& opt) {
   if (rank == 0)
     std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s (rank 0, padding included), peak RSS %s\n",
                 static_cast<long long>(step - first_step), format_duration(total).c_str(), first_loss,
-                engine.last_loss(), tokens / std::max(total, 1e-9), format_bytes(peak_rss_bytes()).c_str());
+                last_loss, tokens / std::max(total, 1e-9), format_bytes(peak_rss_bytes()).c_str());
   std::fflush(stdout);
   if (step < opt.steps) return opt.save_dir.empty() ? 128 + engine.stop_signal() : 0;  // stopped by a signal
   return 0;

@@ -3,48 +3,10 @@
 // record shapes) packed and padded — the loss falls; bad input stops before training, naming it.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-#include <regex>
-
-#include "../data/sft_test_util.h"
-#include "faults_test_util.h"
-#include "models/pretrained.h"
+#include "sft_tool_util.h"
 
 namespace ds::faults {
 namespace {
-
-// A tiny Hugging Face folder: config.json + model.safetensors of `config`, and the toy tokenizer.
-std::string write_model(const TempDir& dir, nlohmann::json config) {
-  const std::string m = dir.file(config["model_type"].get<std::string>());
-  torch::manual_seed(0);
-  models::save_pretrained(*models::from_config(config), m);
-  data::test::write_toy_tokenizer(m);
-  return m;
-}
-
-nlohmann::json tiny_llama() {
-  return {{"model_type", "llama"},     {"vocab_size", 272},        {"hidden_size", 32},
-          {"intermediate_size", 64},   {"num_hidden_layers", 2},   {"num_attention_heads", 2},
-          {"num_key_value_heads", 1},  {"max_position_embeddings", 128}};
-}
-
-std::string sft_train(const std::string& model, const std::string& args, int steps = 8) {
-  return tool("ds-train") + " --model-dir " + model + " --progress off --steps " + std::to_string(steps) + " " + args;
-}
-
-// "loss A -> B" from ds-train's last line.
-std::pair<double, double> losses(const std::string& out) {
-  std::smatch m;
-  if (!std::regex_search(out, m, std::regex("loss ([0-9.]+) -> ([0-9.]+)"))) return {0, 0};
-  return {std::stod(m[1]), std::stod(m[2])};
-}
-
-std::string small_config(const TempDir& dir) {  // small micro-batches, a brisk lr: a quick test
-  const std::string config = dir.file("ds_config.json");
-  write_text(config, R"({"train_micro_batch_size_per_gpu": 4, "gradient_clipping": 1.0,
-    "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "betas": [0.9, 0.95], "weight_decay": 0.0}}})");
-  return config;
-}
 
 TEST(SftTrain, PackedAndPaddedLossFalls) {
   TempDir dir("sft");
@@ -61,6 +23,24 @@ TEST(SftTrain, PackedAndPaddedLossFalls) {
     EXPECT_GT(first, 4.0) << r.output;        // about ln(272) untrained
     EXPECT_LT(last, 0.85 * first) << r.output;  // and it learns (5.62 -> 3.80 measured)
   }
+}
+
+// Two ranks under mpirun: each trains its own half of the 38 padded rows (the shards line counts
+// them across the ranks), the reported loss is the global batch's, and it falls.
+TEST(SftTrain, TwoRanksTrainDisjointShardsAndTheLossFalls) {
+  TempDir dir("sft_np2");
+  const std::string model = write_model(dir, tiny_llama());
+  const auto r = run("DS_COMM_TIMEOUT_S=120 " + mpirun(2) + " " +
+                     sft_train(model, "--data " + source_path("examples/fine_tuning/train.jsonl") +
+                                          " --pad --max-seq-len 128 --config " + small_config(dir)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::printf("%s", r.output.c_str());
+  EXPECT_NE(r.output.find("x 2 data-parallel ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("shards: 2 data-parallel ranks x 19 rows per epoch; 38 of 38 rows trained, 0 on more than one rank"),
+            std::string::npos) << r.output;
+  auto [first, last] = losses(r.output);
+  EXPECT_GT(first, 4.0) << r.output;
+  EXPECT_LT(last, 0.85 * first) << r.output;
 }
 
 // The sampler is addressed by step: 4 steps, saved, resumed to 8 read the batches 8 straight steps
