@@ -5,7 +5,7 @@
 #include "inference/ragged_attention.h"
 #include "inference/ragged_model.h"
 #include "models/gpt2.h"
-#include "nn/bf16_ops.h"
+#include "nn/fused_ops.h"
 #include "util/error.h"
 
 namespace ds::inference {

@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "models/blockwise_attention.h"
-#include "nn/bf16_ops.h"
+#include "nn/fused_ops.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -26,8 +26,14 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   };
   if (!sliding_window && !blocked.defined() && t > kBlockwiseAttentionMinTokens)
     return blockwise_causal_attention(q, repeat_kv(k), repeat_kv(v), scale);
-  if (!sliding_window && !blocked.defined() && nn::uses_bf16_kernels(q))  // scale, mask, softmax fused
-    return torch::matmul(nn::causal_softmax(torch::matmul(q, repeat_kv(k).transpose(2, 3)), scale), repeat_kv(v));
+  if (!sliding_window && !blocked.defined() && nn::uses_fused_kernels(q)) {  // scale, mask, softmax fused
+    // The rep query heads sharing a kv head are adjacent: as one [rep·Tq, D] block per kv head they
+    // multiply k and v directly, without repeated copies of k and v (nor the sums back in backward).
+    const int64_t tq = q.size(2);
+    auto scores = torch::matmul(q.reshape({b, hkv, rep * tq, d}), k.transpose(2, 3));  // [B,Hkv,rep·Tq,T]
+    auto probs = nn::causal_softmax(scores.view({b, hkv, rep, tq, t}), scale);
+    return torch::matmul(probs.view({b, hkv, rep * tq, t}), v).view({b, hkv * rep, tq, d});
+  }
   auto scores = torch::matmul(q, repeat_kv(k).transpose(2, 3)) * scale;  // [B,H,T,T]
   auto mask = causal_mask(t, sliding_window, q.device());
   if (blocked.defined()) mask = mask.logical_or(blocked);  // [B,1,T,T]: each query still sees itself

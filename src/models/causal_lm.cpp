@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "nn/bf16_ops.h"
+#include "nn/fused_ops.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -55,12 +55,9 @@ torch::Tensor CausalLM::forward(const torch::Tensor& idx, const torch::Tensor& t
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  const auto dtype = logits.scalar_type();
-  const bool low_precision = dtype == torch::kHalf || dtype == torch::kBFloat16;
-  auto flat = logits.reshape({-1, logits.size(-1)});  // [B·T, V]
-  // 16-bit logits: fp32 arithmetic without an fp32 copy of them (nn/bf16_ops.h); ignore_index -100.
-  if (low_precision) return nn::cross_entropy(flat, targets.reshape({-1}));
-  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}));
+  // fp32 arithmetic over the logits in place, without a log-softmax of their size nor an fp32 copy
+  // of 16-bit ones (nn/fused_ops.h); ignore_index -100.
+  return nn::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
@@ -69,9 +66,13 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
            Error,
            "causal_lm_loss: logits " + shape_str(logits.sizes()) + " and labels " + shape_str(labels.sizes()) +
                " must be [B,T,V] and [B,T]");
+  // Position t predicts label t + 1. The labels shift, not the logits: a slice of the [B, T, V]
+  // logits costs a copy forward and a zero-filled gradient of their size backward. The last
+  // position predicts nothing (-100), so the mean runs over the same B·(T-1) terms.
   const int64_t t = logits.size(1);
-  using torch::indexing::Slice;
-  return lm_loss(logits.index({Slice(), Slice(0, t - 1)}), labels.index({Slice(), Slice(1, t)}));
+  torch::Tensor next = torch::full_like(labels, -100);
+  if (t > 1) next.narrow(1, 0, t - 1).copy_(labels.narrow(1, 1, t - 1));
+  return lm_loss(logits, next);
 }
 
 std::vector<std::string> prefixed_param_names(torch::nn::Module& m, const std::string& prefix) {

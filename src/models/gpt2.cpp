@@ -6,7 +6,7 @@
 
 #include "models/blockwise_attention.h"
 #include "models/gpt2_hf.h"
-#include "nn/bf16_ops.h"
+#include "nn/fused_ops.h"
 #include "nn/memory_efficient_linear.h"
 #include "util/error.h"
 
@@ -76,7 +76,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   torch::Tensor y;  // [B,H,T,D]
   if (tq > kBlockwiseAttentionMinTokens) {
     y = blockwise_causal_attention(q, k, v, scale);  // saves O(T), not the O(T²) scores
-  } else if (nn::uses_bf16_kernels(q)) {
+  } else if (nn::uses_fused_kernels(q)) {
     y = torch::matmul(nn::causal_softmax(torch::matmul(q, k.transpose(-2, -1)), scale), v);  // scale, mask, softmax fused
   } else {
     // scores [B,H,T,T]; position i may attend to j ≤ i only.

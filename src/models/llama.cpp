@@ -5,6 +5,7 @@
 
 #include "models/attention.h"
 #include "models/hf_layers.h"
+#include "nn/fused_ops.h"
 #include "nn/memory_efficient_linear.h"
 #include "util/error.h"
 
@@ -21,12 +22,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  auto h = x.to(torch::kFloat);
-  auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
-  h = h * torch::rsqrt(variance + eps_);
-  return weight * h.to(x.scalar_type());
-}
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) { return nn::rms_norm(x, weight, eps_); }
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
     : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
@@ -58,7 +54,7 @@ LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& c) {
 }
 
 torch::Tensor LlamaMLPImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  return down_proj(nn::swiglu(gate_proj(x), up_proj(x)));
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& c, int64_t index) : window_(c.window_of_layer(index)) {

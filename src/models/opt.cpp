@@ -5,7 +5,7 @@
 
 #include "models/attention.h"
 #include "models/hf_layers.h"
-#include "nn/bf16_ops.h"
+#include "nn/fused_ops.h"
 #include "nn/memory_efficient_linear.h"
 #include "util/error.h"
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "nn/fused_ops.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -137,10 +138,7 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::cos_sin(int64_t t, torc
 }
 
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
-  const int64_t half = x.size(-1) / 2;
-  auto x1 = x.narrow(-1, 0, half);
-  auto x2 = x.narrow(-1, half, x.size(-1) - half);
-  return x * cos + torch::cat({-x2, x1}, -1) * sin;
+  return nn::rotary(x, cos, sin);
 }
 
 }  // namespace ds::models

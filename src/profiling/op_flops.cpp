@@ -16,8 +16,9 @@ enum class Formula {
   kLinear,       // 2·numel(input)·out_features; bias not counted (DeepSpeed)
   kMatmul,       // 2·numel(a)·b[-1] (matmul, mm, bmm)
   kAddmm,        // 2·numel(m1)·m2[-1] + numel(self) (addmm, baddbmm)
-  kPerElement,   // numel(input): activations, softmax, pooling
+  kPerElement,   // numel(input)·per_element: activations, softmax, pooling (1)
   kNorm,         // numel(input)·(5 with an affine weight, else 4)
+  kRmsNorm,      // 2·numel(input) + rows: the two products and the eps add of the unfused form
   kBatchNorm,    // training: as kNorm; eval: numel·(2 with weight, else 1)
   kElementwise,  // numel of the broadcast shape of (self, other): add, mul
   kEinsum,       // numpy's einsum_path cost of one contraction
@@ -28,13 +29,14 @@ struct OpEntry {
   OpKind kind;
   Formula formula;
   int weight_arg = -1;  // kNorm / kBatchNorm: index of the optional affine weight
+  int per_element = 1;  // kPerElement: FLOPs per input element
 };
 
 const std::map<std::string, OpEntry, std::less<>>& op_table() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, OpEntry, std::less<>>();
-    auto add = [t](const char* name, Formula f, int weight_arg = -1) {
-      (*t)[name] = OpEntry{OpKind::kCounted, f, weight_arg};
+    auto add = [t](const char* name, Formula f, int weight_arg = -1, int per_element = 1) {
+      (*t)[name] = OpEntry{OpKind::kCounted, f, weight_arg, per_element};
     };
     add("aten::linear", Formula::kLinear);
     for (const char* n : {"aten::matmul", "aten::mm", "aten::bmm"}) add(n, Formula::kMatmul);
@@ -51,6 +53,12 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
       add(n, Formula::kPerElement);
     }
     add("aten::layer_norm", Formula::kNorm, 2);     // (input, normalized_shape, weight?, ...)
+    // nn/fused_ops.h's operators, counted as the LibTorch operators they fuse would be.
+    for (const char* n : {"ds::gelu_tanh", "ds::causal_softmax"}) add(n, Formula::kPerElement);
+    add("ds::layer_norm", Formula::kNorm, 1);  // (input, weight, bias)
+    add("ds::rms_norm", Formula::kRmsNorm);
+    add("ds::swiglu", Formula::kPerElement, -1, 2);  // silu, the product with up
+    add("ds::rotary", Formula::kPerElement, -1, 3);  // two products and their sum
     add("aten::group_norm", Formula::kNorm, 2);     // (input, num_groups, weight?, ...)
     add("aten::instance_norm", Formula::kNorm, 1);  // (input, weight?, bias?, ...)
     add("aten::batch_norm", Formula::kBatchNorm, 1);
@@ -177,9 +185,11 @@ OpCost op_cost(std::string_view op_name, c10::ArrayRef<c10::IValue> inputs) {
       return {2 * macs + numel_of(a0), macs};
     }
     case Formula::kPerElement:
-      return {numel_of(a0), 0};
+      return {numel_of(a0) * e.per_element, 0};
     case Formula::kNorm:
       return {numel_of(a0) * (is_tensor(arg(inputs, e.weight_arg)) ? 5 : 4), 0};
+    case Formula::kRmsNorm:
+      return {2 * numel_of(a0) + (last_dim(a0) > 0 ? numel_of(a0) / last_dim(a0) : 0), 0};
     case Formula::kBatchNorm: {  // (input, weight?, bias?, mean?, var?, training, ...)
       const bool affine = is_tensor(arg(inputs, 1));
       const c10::IValue* training = arg(inputs, 5);

@@ -82,7 +82,8 @@ torch::Tensor PrecisionBuffers::accum_of(const std::string& name) {
 
 void PrecisionBuffers::zero_grads() {
   for (auto& g : groups_) {
-    if (g.accum.defined() && (g.accum_aliases || !g.accum_zero)) g.accum.zero_();
+    // An aliasing accumulator is the flat gradients themselves, which flat_.zero_grads() clears.
+    if (g.accum.defined() && !g.accum_aliases && !g.accum_zero) g.accum.zero_();
     g.accum_zero = true;
   }
   flat_.zero_grads();

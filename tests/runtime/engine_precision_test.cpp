@@ -44,7 +44,7 @@ std::vector<double> run(const std::string& precision, int steps) {
 // from fp32 as training goes on (this model memorises its text: loss 5.6 -> 1.1 in 50 steps), and
 // late in the run single batches swing as the trajectories part. Measured, first 30 steps: within
 // 0.2% on AMD Zen 5 (bf16 compute on AVX512-BF16) and on an Intel AMX machine with the bf16 kernels
-// (nn/bf16_ops.h; 1.0% there with LibTorch's operators); later single steps up to 2.1% (Zen 5) and
+// (nn/fused_ops.h; 1.0% there with LibTorch's operators); later single steps up to 2.1% (Zen 5) and
 // 6.3% (AMX, step 48; 4.9% with LibTorch's operators), their 5-step means within 4.1% (2.5%). fp16
 // (fp32 compute): 0.01% and 0.04%.
 // Tolerance: each of the first 30 steps, then each 5-step mean, within 5%.
