@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "models/blockwise_attention.h"
+#include "nn/batched_matmul.h"
 #include "nn/fused_ops.h"
 #include "util/error.h"
 
@@ -30,9 +31,9 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
     // The rep query heads sharing a kv head are adjacent: as one [rep·Tq, D] block per kv head they
     // multiply k and v directly, without repeated copies of k and v (nor the sums back in backward).
     const int64_t tq = q.size(2);
-    auto scores = torch::matmul(q.reshape({b, hkv, rep * tq, d}), k.transpose(2, 3));  // [B,Hkv,rep·Tq,T]
+    auto scores = nn::batched_matmul(q.reshape({b, hkv, rep * tq, d}), k.transpose(2, 3));  // [B,Hkv,rep·Tq,T]
     auto probs = nn::causal_softmax(scores.view({b, hkv, rep, tq, t}), scale);
-    return torch::matmul(probs.view({b, hkv, rep * tq, t}), v).view({b, hkv * rep, tq, d});
+    return nn::batched_matmul(probs.view({b, hkv, rep * tq, t}), v).view({b, hkv * rep, tq, d});
   }
   auto scores = torch::matmul(q, repeat_kv(k).transpose(2, 3)) * scale;  // [B,H,T,T]
   auto mask = causal_mask(t, sliding_window, q.device());

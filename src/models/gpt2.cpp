@@ -6,6 +6,7 @@
 
 #include "models/blockwise_attention.h"
 #include "models/gpt2_hf.h"
+#include "nn/batched_matmul.h"
 #include "nn/fused_ops.h"
 #include "nn/memory_efficient_linear.h"
 #include "util/error.h"
@@ -77,7 +78,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   if (tq > kBlockwiseAttentionMinTokens) {
     y = blockwise_causal_attention(q, k, v, scale);  // saves O(T), not the O(T²) scores
   } else if (nn::uses_fused_kernels(q)) {
-    y = torch::matmul(nn::causal_softmax(torch::matmul(q, k.transpose(-2, -1)), scale), v);  // scale, mask, softmax fused
+    // scale, mask, softmax fused; the products split over threads by head
+    y = nn::batched_matmul(nn::causal_softmax(nn::batched_matmul(q, k.transpose(-2, -1)), scale), v);
   } else {
     // scores [B,H,T,T]; position i may attend to j ≤ i only.
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));  // as HF divides

@@ -39,7 +39,7 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
       (*t)[name] = OpEntry{OpKind::kCounted, f, weight_arg, per_element};
     };
     add("aten::linear", Formula::kLinear);
-    for (const char* n : {"aten::matmul", "aten::mm", "aten::bmm"}) add(n, Formula::kMatmul);
+    for (const char* n : {"aten::matmul", "aten::mm", "aten::bmm", "ds::batched_matmul"}) add(n, Formula::kMatmul);
     for (const char* n : {"aten::addmm", "aten::baddbmm"}) add(n, Formula::kAddmm);
     for (const char* n : {"aten::relu", "aten::relu_", "aten::prelu", "aten::elu", "aten::elu_",
                           "aten::leaky_relu", "aten::leaky_relu_", "aten::relu6", "aten::relu6_",
