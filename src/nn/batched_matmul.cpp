@@ -18,6 +18,7 @@ torch::Tensor products(const torch::Tensor& a, const torch::Tensor& b) {
   const int64_t n = a.size(0);
   torch::Tensor out = torch::empty({n, a.size(1), b.size(2)}, a.options());
   at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+    at::NoGradGuard no_grad;  // worker threads do not inherit the caller's (autograd-off) mode
     for (int64_t i = i0; i < i1; ++i) {
       torch::Tensor o = out.select(0, i);
       at::mm_out(o, a.select(0, i), b.select(0, i));
