@@ -54,8 +54,8 @@ struct BatchedMatmul : public torch::autograd::Function<BatchedMatmul> {
 }  // namespace
 
 torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
-  // One operator for profilers, whichever path: the flops profiler watches only the calling
-  // thread, so the products the other threads run are counted here (profiling/op_flops.cpp).
+  // One operator for profilers, whichever path (profiling/op_flops.cpp counts it as a matmul): the
+  // per-matrix products inside, on whichever thread, are not counted again.
   RECORD_FUNCTION("ds::batched_matmul", std::vector<c10::IValue>({a, b}));
   const bool parallel = a.dim() >= 3 && a.dim() == b.dim() && a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2) &&
                         a.size(-1) == b.size(-2) && a.scalar_type() == torch::kFloat && b.scalar_type() == torch::kFloat &&
