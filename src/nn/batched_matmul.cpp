@@ -13,7 +13,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // out[i] = a[i] @ b[i] for the 3-D views a [n, M, K], b [n, K, N]: the matrices split over the
-// threads, each product a single-threaded GEMM (BLAS runs one thread inside a parallel region).
+// threads, each product a single-threaded GEMM (the OpenMP OpenBLAS scripts/setup.sh installs runs
+// one thread inside a parallel region).
 torch::Tensor products(const torch::Tensor& a, const torch::Tensor& b) {
   const int64_t n = a.size(0);
   torch::Tensor out = torch::empty({n, a.size(1), b.size(2)}, a.options());
