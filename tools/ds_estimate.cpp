@@ -35,6 +35,7 @@
 #include "util/error.h"
 #include "util/system_info.h"
 #include "zero/memory_estimate.h"
+#include "zero/stage3_step_estimate.h"
 #include "util/blas_core_select.h"
 
 namespace {
@@ -49,19 +50,31 @@ std::vector<int64_t> synthetic_sizes(double params, int64_t layers) {
   return sizes;
 }
 
-// The layers a pipeline partitions, as tensor sizes: GPT-2's embed (wte, wpe), blocks and head
-// (ln_f and the tied wte again), or the synthetic model's items one per layer.
-std::vector<std::vector<int64_t>> layer_sizes(const std::vector<int64_t>& sizes, bool gpt2, int64_t n_layer) {
-  std::vector<std::vector<int64_t>> layers;
+// The layers (a pipeline's unit, stage 3's fetch unit) as indices into the tensor sizes: GPT-2's
+// embed (wte, wpe), blocks and head (ln_f and the tied wte again), or the synthetic model's items
+// one per layer.
+std::vector<std::vector<size_t>> layer_params(size_t num_sizes, bool gpt2, int64_t n_layer) {
+  std::vector<std::vector<size_t>> layers;
   if (!gpt2) {
-    for (int64_t s : sizes) layers.push_back({s});
+    for (size_t i = 0; i < num_sizes; ++i) layers.push_back({i});
     return layers;
   }
-  const size_t per_block = (sizes.size() - 4) / size_t(n_layer);
-  layers.push_back({sizes[0], sizes[1]});
-  for (int64_t l = 0; l < n_layer; ++l)
-    layers.emplace_back(sizes.begin() + 2 + l * per_block, sizes.begin() + 2 + (l + 1) * per_block);
-  layers.push_back({sizes[sizes.size() - 2], sizes.back(), sizes[0]});
+  const size_t per_block = (num_sizes - 4) / size_t(n_layer);
+  layers.push_back({0, 1});
+  for (size_t l = 0; l < size_t(n_layer); ++l) {
+    layers.emplace_back();
+    for (size_t k = 0; k < per_block; ++k) layers.back().push_back(2 + l * per_block + k);
+  }
+  layers.push_back({num_sizes - 2, num_sizes - 1, 0});
+  return layers;
+}
+
+std::vector<std::vector<int64_t>> layer_sizes(const std::vector<int64_t>& sizes, bool gpt2, int64_t n_layer) {
+  std::vector<std::vector<int64_t>> layers;
+  for (const auto& ids : layer_params(sizes.size(), gpt2, n_layer)) {
+    layers.emplace_back();
+    for (size_t id : ids) layers.back().push_back(sizes[id]);
+  }
   return layers;
 }
 
@@ -187,10 +200,17 @@ int main(int argc, char** argv) {
         ds::zero::EstimateInput in;
         in.param_numels = sizes_at(cfg.parallel_sizes.autotp_size);
         std::string where;
+        const int64_t n_layer = params > 0 ? layers : ds::models::GPT2Config::preset(model).n_layer;
+        if (stage == 3) {  // what a step gathers on top (stages 0-2 hold the whole model already)
+          ds::zero::Stage3StepInput step{in.param_numels, layer_params(in.param_numels.size(), params == 0, n_layer)};
+          const int64_t gathered = ds::zero::stage3_peak_gathered_numel(step, cfg.zero_optimization);
+          where = "; a step gathers up to " +
+                  ds::format_bytes(uint64_t(gathered) * c10::elementSize(ds::resolve_dtype_plan(cfg, torch::kCPU).compute)) +
+                  " more";
+        }
         if (stages > 1) {
-          const int64_t n_layer = params > 0 ? layers : ds::models::GPT2Config::preset(model).n_layer;
           std::tie(in.param_numels, where) = heaviest_stage(layer_sizes(in.param_numels, params == 0, n_layer), stages);
-          where = "   [" + where + "]";
+          where = "   [" + where + "]";  // stages > 1: ZeRO 0-1 only, nothing gathered
         }
         // ZeRO partitions over data x sequence: world / (tp x pp).
         in.world = cfg.data_parallel_size * cfg.parallel_sizes.sequence_parallel_size;
@@ -206,7 +226,9 @@ int main(int argc, char** argv) {
                     ds::format_bytes(m.bytes(Tier::Device, MemKind::Master) + m.bytes(Tier::Device, MemKind::OptimizerState)).c_str(),
                     ds::format_bytes(m.bytes(Tier::Device, MemKind::Buffers)).c_str(), where.c_str());
       }
-    std::printf("dtypes as the engine would choose on this machine's CPU; module buffers and activations not included\n");
+    std::printf("dtypes as the engine would choose on this machine's CPU; module buffers and activations not included;\n"
+                "stage 3's step figure is the most parameter bytes gathered at once under the configured\n"
+                "stage3_max_reuse_distance (a prefetch's receive buffer comes on top)\n");
   } catch (const ds::Error& e) {
     std::fprintf(stderr, "ds-estimate: error: %s\n", e.what());
     return 1;

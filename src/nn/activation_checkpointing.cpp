@@ -215,6 +215,7 @@ torch::Tensor ActivationCheckpointing::run_segment_forward(const LayerList& list
   const auto& seg = segments_[segment];
   synchronize(x);
   const auto t0 = Clock::now();
+  BackwardFollowsScope recomputed_in_backward;  // stage 3 may keep parameters for the recompute
   LayerHooks* hooks = list.hooks();
   torch::Tensor h = x;
   for (std::size_t i = seg.begin; i < seg.end; ++i) {

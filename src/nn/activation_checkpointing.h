@@ -12,9 +12,11 @@
 //    one summed gradient, which ZeRO's gradient buckets require (a second arrival would be
 //    "a gradient arrived twice"). Recapturing them inside the recompute would fire it per segment.
 //  - LayerHooks: the segment's forward calls before_forward(i)/after_forward(i) around each layer
-//    as usual; wrap_output(i) of every layer of the segment is applied to the segment's output,
-//    in layer order, so in backward their functions run (last layer first) before the recompute:
-//    stage 3 thereby gathers every parameter of the segment before it is recomputed. The
+//    as usual, inside a BackwardFollowsScope: stage 3 keeps for backward what its
+//    stage3_max_reuse_distance keeps without checkpointing. wrap_output(i) of every layer of the
+//    segment is applied to the segment's output, in layer order, so in backward their functions run
+//    (last layer first) before the recompute: stage 3 thereby gathers every parameter of the segment
+//    the forward released before it is recomputed (with the default distance: none). The
 //    recompute itself calls no hooks: after_forward would release parameters the recomputed
 //    graph still needs, and before_forward would restart the coordinator's fetch-order record.
 //  - RNG: the default CPU generator's state (and the device's, for CUDA inputs) is saved before a

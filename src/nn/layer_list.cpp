@@ -6,6 +6,14 @@
 #include "util/error.h"
 
 namespace ds::nn {
+namespace {
+thread_local bool checkpointed_forward = false;
+}  // namespace
+
+bool backward_follows() { return torch::GradMode::is_enabled() || checkpointed_forward; }
+
+BackwardFollowsScope::BackwardFollowsScope() : previous_(checkpointed_forward) { checkpointed_forward = true; }
+BackwardFollowsScope::~BackwardFollowsScope() { checkpointed_forward = previous_; }
 
 void LayerList::add(Layer layer) {
   DS_CHECK(!layer.name.empty(), Error,

@@ -36,6 +36,24 @@ class LayerHooks {
   virtual torch::Tensor wrap_output(std::size_t index, torch::Tensor out) { return out; }
 };
 
+// Whether a backward will differentiate the forward running now on this thread: grad mode is on, or
+// activation checkpointing runs a segment without a graph that its backward recomputes. Hooks that
+// keep what a backward needs (stage 3's stage3_max_reuse_distance) ask this, not GradMode.
+bool backward_follows();
+
+// Marks the forwards in its scope (on this thread) as ones a backward follows although grad mode is
+// off: activation checkpointing's segment forwards.
+class BackwardFollowsScope {
+ public:
+  BackwardFollowsScope();
+  ~BackwardFollowsScope();
+  BackwardFollowsScope(const BackwardFollowsScope&) = delete;
+  BackwardFollowsScope& operator=(const BackwardFollowsScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 class LayerList;
 
 // Replaces how LayerList::forward runs the layers (activation checkpointing installs one,

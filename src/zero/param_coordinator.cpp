@@ -106,7 +106,8 @@ void ParamCoordinator::before_forward(std::size_t index) {
 void ParamCoordinator::after_forward(std::size_t index) {
   running_.reset();
   const size_t at = order_.empty() ? 0 : order_.size() - 1;  // this layer's fetch
-  const bool backward_follows = torch::GradMode::is_enabled();  // no-grad forwards (evaluation) keep nothing
+  // Evaluation keeps nothing; a checkpointed segment's forward keeps what its recompute will use.
+  const bool backward_follows = nn::backward_follows();
   const auto& ids = layer_params_[index];
   for (size_t k = 0; k < ids.size(); ++k)
     if (!backward_follows || !reused_soon(at, k)) params_.release(ids[k]);

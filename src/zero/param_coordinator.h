@@ -12,7 +12,9 @@
 // parameters are not released after its forward when the trace fetches them again before that many
 // parameter elements have been fetched from there on. DeepSpeed's default (1e9) so keeps a model
 // under a billion parameters gathered from its forward to its backward (no backward gathers: fast);
-// 0 releases every layer after its forward (peak: at rest plus about one layer).
+// 0 releases every layer after its forward (peak: at rest plus about one layer). Evaluation keeps
+// nothing; activation checkpointing's segment forwards keep the same as a plain forward
+// (nn::backward_follows), so their recomputes reuse the gathers.
 #pragma once
 
 #include <memory>

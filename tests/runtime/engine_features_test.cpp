@@ -17,7 +17,9 @@ namespace ds {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<double> train(const std::string& extra, int steps = 6, int64_t* recomputes = nullptr) {
+// `gathered`: the wire bytes stage 3's parameter all-gathers moved on this rank.
+std::vector<double> train(const std::string& extra, int steps = 6, int64_t* recomputes = nullptr,
+                          int64_t* gathered = nullptr) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "still waters run deep " + std::to_string(i * 3 % 71) + ". ";
   auto data = models::TokenDataset::from_text(text);
@@ -39,6 +41,7 @@ std::vector<double> train(const std::string& extra, int steps = 6, int64_t* reco
     losses.push_back(loss / world);
   }
   if (recomputes) *recomputes = engine.activation_checkpointing() ? engine.activation_checkpointing()->stats().recomputes : 0;
+  if (gathered) *gathered = engine.topology().data().collective_log().sum_wire_bytes("gather_parameters");
   return losses;
 }
 
@@ -46,13 +49,22 @@ class CheckpointedStages : public ::testing::TestWithParam<int> {};
 
 TEST_P(CheckpointedStages, GiveTheSameLosses) {
   const std::string zero = fmt::format(R"(, "zero_optimization": {{"stage": {}, "stage3_param_persistence_threshold": 0}})", GetParam());
-  const auto plain = train(zero);
+  int64_t gathered_plain = 0, gathered_per_layer = 0, gathered_two = 0;
+  const auto plain = train(zero, 6, nullptr, &gathered_plain);
   int64_t recomputes_per_layer = 0, recomputes_two = 0;
-  const auto per_layer = train(zero + R"(, "activation_checkpointing": {"partition_activations": false})", 6, &recomputes_per_layer);
-  const auto two_segments = train(zero + R"(, "activation_checkpointing": {"number_checkpoints": 2})", 6, &recomputes_two);
+  const auto per_layer = train(zero + R"(, "activation_checkpointing": {"partition_activations": false})", 6,
+                               &recomputes_per_layer, &gathered_per_layer);
+  const auto two_segments = train(zero + R"(, "activation_checkpointing": {"number_checkpoints": 2})", 6,
+                                  &recomputes_two, &gathered_two);
   // GPT-2 tiny's LayerList: embed, h.0, h.1, head — 4 segments per layer, or 2; 12 backward passes.
   EXPECT_EQ(recomputes_per_layer, 12 * 4);
   EXPECT_EQ(recomputes_two, 12 * 2);
+  // Stage 3 with the default stage3_max_reuse_distance keeps every layer gathered from its forward to
+  // its backward from the second pass on; a checkpointed forward keeps them too, so the recompute
+  // gathers nothing more than the plain step does.
+  EXPECT_EQ(gathered_per_layer, gathered_plain);
+  EXPECT_EQ(gathered_two, gathered_plain);
+  if (GetParam() == 3 && comm::launcher_world_size() > 1) EXPECT_GT(gathered_plain, 0);
   for (size_t i = 0; i < plain.size(); ++i) {
     // The recompute runs the same kernels on the same inputs: equal, not merely close.
     EXPECT_EQ(per_layer[i], plain[i]) << "step " << i;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "comm/comm.h"
 #include "models/gpt2.h"
@@ -16,6 +17,8 @@
 #include "zero/memory_estimate.h"
 #include "zero/model_states.h"
 #include "zero/partition.h"
+#include "zero/sharded_states.h"
+#include "zero/stage3_step_estimate.h"
 
 #include <numeric>
 
@@ -190,6 +193,42 @@ INSTANTIATE_TEST_SUITE_P(
                                       "sub_group_size": 7000)"},
                       EstimateCase{3, "", R"(, "offload_param": {"device": "cpu"})"}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
+
+// zero::stage3_peak_gathered_numel (ds-estimate's "stage-3 step" column) equals the most parameter
+// elements a real stage-3 engine held gathered at once over a few steps with activation checkpointing
+// on or off: the whole model (less persistent parameters) at DeepSpeed's default
+// stage3_max_reuse_distance; at 0 one block plus the tied wte (held until embed's backward); at
+// 200000 two blocks plus wte.
+TEST(Stage3StepEstimate, EqualsTheEnginesPeakGathered) {
+  for (const char* extra : {"", R"(, "stage3_max_reuse_distance": 0)", R"(, "stage3_model_persistence_threshold": 0)", R"(, "stage3_max_reuse_distance": 200000)"})
+    for (bool checkpointing : {false, true}) {
+      torch::manual_seed(7);
+      auto model = models::GPT2(models::GPT2Config::preset("tiny"));
+      auto engine = initialize(model, nlohmann::json::parse(fmt::format(R"({{
+          "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "optimizer": {{"type": "AdamW"}} {},
+          "zero_optimization": {{"stage": 3, "stage3_param_persistence_threshold": 300 {}}} }})",
+                                                                        checkpointing ? R"(, "activation_checkpointing": {})" : "", extra)));
+      auto idx = torch::randint(0, 256, {2, 16});
+      for (int step = 0; step < 3 * 2; ++step) {
+        engine.backward(engine.forward(idx, idx));
+        engine.step();
+      }
+      zero::Stage3StepInput in;
+      std::map<std::string, size_t> id;
+      for (const auto& p : model->named_parameters()) {
+        id.emplace(p.key(), in.param_numels.size());
+        in.param_numels.push_back(p.value().numel());
+      }
+      for (const auto& layer : model->layers()) {
+        in.layer_params.emplace_back();
+        for (const auto& name : layer.param_names) in.layer_params.back().push_back(id.at(name));
+      }
+      const auto& z3 = dynamic_cast<const zero::ShardedStates&>(engine.model_states());
+      EXPECT_EQ(zero::stage3_peak_gathered_numel(in, engine.config().zero_optimization),
+                z3.parameters().peak_live_numel())
+          << "zero_optimization keys: \"" << extra << "\", activation checkpointing " << checkpointing;
+    }
+}
 
 TEST(Stage3Sharding, ReleasedParametersHoldOnlyAPlaceholder) {
   torch::manual_seed(7);
