@@ -108,6 +108,21 @@ TEST(AutotuneSpace, LargestMicroBatchIsTheLastThatFits) {
   EXPECT_EQ(m.max_micro(z0, false, 1024), 0);
 }
 
+TEST(AutotuneSpace, StageThreePlansForWhatAStepGathers) {
+  ModelProfile p;
+  p.param_numels = {4000000, 1000000, 1000000, 1000};  // the 1000 persists (stage3_param_persistence_threshold)
+  p.world_size = p.data_parallel_size = 2;
+  MemoryModel m;
+  m.profile = &p;
+  const Json base = {{"optimizer", {{"type", "AdamW"}}}};
+  const Json z3 = experiment_config(base, Variant{3}, 1, 1, 2);
+  Json z3_near = z3;
+  z3_near["zero_optimization"]["stage3_max_reuse_distance"] = 0;
+  // DeepSpeed's default distance keeps the whole fp32 model (less what persists) gathered from
+  // forward to backward; at 0 one tensor at a time (the profile has no layers): the largest.
+  EXPECT_EQ(m.states(z3) - m.states(z3_near), uint64_t(6000000 - 4000000) * 4);
+}
+
 TEST(AutotuneSpace, ProfileFieldsAreNamedWhenMissing) {
   try {
     read_model_profile(Json{{"num_params", 5}}, "model_info.json");

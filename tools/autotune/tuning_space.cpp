@@ -10,6 +10,7 @@
 #include "runtime/dtype_policy.h"
 #include "util/error.h"
 #include "zero/memory_estimate.h"
+#include "zero/stage3_step_estimate.h"
 
 namespace ds::autotune {
 namespace {
@@ -143,7 +144,16 @@ uint64_t MemoryModel::states(const Json& config) const {
   in.plan = resolve_dtype_plan(cfg, torch::kCPU);
   in.config = &cfg;
   const MemoryLedger m = zero::estimate_model_states(in);
-  return m.tier_total(Tier::Device) + m.tier_total(Tier::Cpu);
+  uint64_t gathered = 0;  // stage 3: what a step holds gathered on top (reuse distance, persistence)
+  if (cfg.zero_optimization.stage == 3) {
+    // The profile knows tensors, not layers: one tensor per layer is exact at the default distance
+    // (the whole model is kept) and may undercount a layer at small distances.
+    zero::Stage3StepInput step;
+    step.param_numels = profile->param_numels;
+    for (size_t id = 0; id < step.param_numels.size(); ++id) step.layer_params.push_back({id});
+    gathered = uint64_t(zero::stage3_peak_gathered_numel(step, cfg.zero_optimization)) * c10::elementSize(in.plan.compute);
+  }
+  return m.tier_total(Tier::Device) + m.tier_total(Tier::Cpu) + gathered;
 }
 
 namespace {
