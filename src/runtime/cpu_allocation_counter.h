@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 namespace ds {
@@ -35,21 +37,30 @@ class CountingCpuAllocator final : public c10::Allocator {
     c10::Allocator* base_;
   };
 
+  // The returned DataPtr's context is its data pointer, as Allocator::raw_allocate asserts (oneDNN's
+  // scratch buffers, which bf16 matrix products take, come through raw_allocate/raw_deallocate):
+  // the base allocation and its size wait in a table keyed by that pointer.
   c10::DataPtr allocate(size_t n) const override {
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
-    auto* ctx = new Ctx{std::move(inner), static_cast<int64_t>(n)};
-    const int64_t now = live_ += ctx->bytes;
+    if (data == nullptr) return inner;  // zero bytes: nothing to count or free
+    const auto bytes = static_cast<int64_t>(n);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_allocations_.emplace(data, Allocation{std::move(inner), bytes});
+    }
+    const int64_t now = live_ += bytes;
     int64_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
     }
-    return c10::DataPtr(data, ctx, &free_ctx, device);
+    return c10::DataPtr(data, data, &free_data, device);
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_data; }
 
  private:
   static constexpr uint8_t kPriority = 1;  // above the default allocator's 0
-  struct Ctx {
+  struct Allocation {
     c10::DataPtr inner;
     int64_t bytes;
   };
@@ -57,11 +68,20 @@ class CountingCpuAllocator final : public c10::Allocator {
     static auto* a = new CountingCpuAllocator();  // leaked on purpose (see the class comment)
     return *a;
   }
-  static void free_ctx(void* p) {
-    auto* ctx = static_cast<Ctx*>(p);
-    instance().live_ -= ctx->bytes;
-    delete ctx;
+  static void free_data(void* data) {
+    auto& a = instance();
+    Allocation gone;
+    {
+      std::lock_guard<std::mutex> lock(a.mutex_);
+      auto it = a.live_allocations_.find(data);
+      if (it == a.live_allocations_.end()) return;  // not ours: never happens for our DataPtrs
+      gone = std::move(it->second);
+      a.live_allocations_.erase(it);
+    }
+    a.live_ -= gone.bytes;  // `gone.inner` frees the base allocation on leaving
   }
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<void*, Allocation> live_allocations_;
   c10::Allocator* base_ = nullptr;
   mutable std::atomic<int64_t> live_{0}, peak_{0};
 };
