@@ -199,13 +199,14 @@ int main(int argc, char** argv) {
         }
         ds::zero::EstimateInput in;
         in.param_numels = sizes_at(cfg.parallel_sizes.autotp_size);
+        in.plan = ds::resolve_dtype_plan(cfg, torch::kCPU);
         std::string where;
         const int64_t n_layer = params > 0 ? layers : ds::models::GPT2Config::preset(model).n_layer;
         if (stage == 3) {  // what a step gathers on top (stages 0-2 hold the whole model already)
           ds::zero::Stage3StepInput step{in.param_numels, layer_params(in.param_numels.size(), params == 0, n_layer)};
           const int64_t gathered = ds::zero::stage3_peak_gathered_numel(step, cfg.zero_optimization);
           where = "; a step gathers up to " +
-                  ds::format_bytes(uint64_t(gathered) * c10::elementSize(ds::resolve_dtype_plan(cfg, torch::kCPU).compute)) +
+                  ds::format_bytes(uint64_t(gathered) * c10::elementSize(in.plan.compute)) +
                   " more";
         }
         if (stages > 1) {
@@ -214,7 +215,6 @@ int main(int argc, char** argv) {
         }
         // ZeRO partitions over data x sequence: world / (tp x pp).
         in.world = cfg.data_parallel_size * cfg.parallel_sizes.sequence_parallel_size;
-        in.plan = ds::resolve_dtype_plan(cfg, torch::kCPU);
         in.config = &cfg;
         const auto m = ds::zero::estimate_model_states(in);
         using ds::MemKind;

@@ -53,6 +53,17 @@ int optimizer_state_count(const Config& c) {
   return 0;
 }
 
+std::vector<bool> persistent_params(const std::vector<int64_t>& param_numels, const ZeroConfig& zero) {
+  std::vector<bool> out;
+  int64_t total = 0;
+  for (int64_t numel : param_numels) {
+    const bool p = numel <= zero.param_persistence_threshold && total + numel <= zero.model_persistence_threshold;
+    if (p) total += numel;
+    out.push_back(p);
+  }
+  return out;
+}
+
 MemoryLedger estimate_model_states(const EstimateInput& in) {
   MemoryLedger m;
   const Config& c = *in.config;
@@ -86,13 +97,11 @@ MemoryLedger estimate_model_states(const EstimateInput& in) {
     local = stage == 0 ? padded : padded / n;
     master_aliases = !offload && p.model == torch::kFloat32;
   } else {
-    int64_t shards = 0, persistent_total = 0;
-    for (int64_t numel : in.param_numels) {
-      shards += shard_parameter(numel, n).shard_size;
-      if (numel <= z.param_persistence_threshold && persistent_total + numel <= z.model_persistence_threshold) {
-        persistent_total += numel;
-        m.add(dev, MemKind::Params, numel * cs);  // kept gathered, in the compute dtype
-      }
+    int64_t shards = 0;
+    const std::vector<bool> persistent = persistent_params(in.param_numels, z);
+    for (size_t i = 0; i < in.param_numels.size(); ++i) {
+      shards += shard_parameter(in.param_numels[i], n).shard_size;
+      if (persistent[i]) m.add(dev, MemKind::Params, in.param_numels[i] * cs);  // kept gathered, in the compute dtype
     }
     // offload_param: the shards in host memory or in NVMe swap files.
     m.add(plan.params == Placement::Nvme ? Tier::Nvme : plan.params == Placement::Cpu ? Tier::Cpu : dev,

@@ -26,6 +26,10 @@ MemoryLedger estimate_model_states(const EstimateInput& in);
 // The sizes (elements) of the gradient buckets GradientBuckets forms over these parameters.
 std::vector<int64_t> gradient_bucket_sizes(const std::vector<int64_t>& param_numels, int64_t bucket_numel);
 
+// Stage 3's persistent parameters (kept gathered): ShardedParameters' rule in model order, numel at
+// most stage3_param_persistence_threshold until stage3_model_persistence_threshold is spent.
+std::vector<bool> persistent_params(const std::vector<int64_t>& param_numels, const ZeroConfig& zero);
+
 // fp32 state tensors per parameter the optimizer keeps (Adam 2, SGD with momentum 1, ...).
 int optimizer_state_count(const Config& config);
 

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "util/error.h"
+#include "zero/reuse_plan.h"
 #include "util/logging.h"
 
 namespace ds::zero {
@@ -120,20 +121,9 @@ bool ParamCoordinator::reused_soon(size_t at, size_t k) const {
 void ParamCoordinator::record_trace() {
   first_order_ = order_;
   order_recorded_ = !order_.empty();
-  // DeepSpeed's scan: from the next fetch on, a layer is examined while fewer than
-  // max_reuse_distance elements have been passed; each parameter it uses is kept.
-  keep_.assign(first_order_.size(), {});
-  for (size_t at = 0; at < first_order_.size(); ++at) {
-    const auto& ids = layer_params_[first_order_[at]];
-    std::vector<bool> keep(ids.size(), false);
-    int64_t traversed = 0;
-    for (size_t next = at + 1; next < first_order_.size() && traversed < zero_.max_reuse_distance; ++next)
-      for (size_t id : layer_params_[first_order_[next]]) {
-        for (size_t k = 0; k < ids.size(); ++k) keep[k] = keep[k] || ids[k] == id;
-        traversed += params_[id].numel;
-      }
-    keep_[at] = std::move(keep);
-  }
+  std::vector<int64_t> numels;
+  for (size_t id = 0; id < params_.size(); ++id) numels.push_back(params_[id].numel);
+  keep_ = reuse_plan(first_order_, layer_params_, numels, zero_.max_reuse_distance);
 }
 
 std::string ParamCoordinator::running_layer() const {

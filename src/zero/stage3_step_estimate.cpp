@@ -2,19 +2,17 @@
 
 #include <algorithm>
 
+#include "zero/memory_estimate.h"
+#include "zero/reuse_plan.h"
+
 namespace ds::zero {
 namespace {
 
 // The coordinator's state over one model, replayed pass by pass.
 class Replay {
  public:
-  Replay(const Stage3StepInput& in, const ZeroConfig& zero) : in_(in), zero_(zero), gathered_(in.param_numels.size()) {
-    int64_t persistent_total = 0;  // ShardedParameters' rule, in model order
-    for (int64_t numel : in.param_numels) {
-      const bool p = numel <= zero.param_persistence_threshold && persistent_total + numel <= zero.model_persistence_threshold;
-      if (p) persistent_total += numel;
-      persistent_.push_back(p);
-    }
+  Replay(const Stage3StepInput& in, const ZeroConfig& zero) : in_(in), gathered_(in.param_numels.size()) {
+    persistent_ = persistent_params(in.param_numels, zero);
     const size_t n = in.layer_params.size();
     last_backward_.assign(in.param_numels.size(), n);  // the lowest layer using it: its gradient is whole there
     for (size_t l = n; l-- > 0;)
@@ -24,8 +22,10 @@ class Replay {
       held_.push_back(persistent_[id] || last_backward_[id] == n);
       if (held_[id]) gather({id});
     }
-    for (size_t l = 0; l < n; ++l) trace_.push_back(l);
-    for (size_t l = n; l-- > 0;) trace_.push_back(l);
+    std::vector<size_t> trace;  // a forward, then a backward
+    for (size_t l = 0; l < n; ++l) trace.push_back(l);
+    for (size_t l = n; l-- > 0;) trace.push_back(l);
+    keep_ = reuse_plan(trace, in.layer_params, in.param_numels, zero.max_reuse_distance);
   }
 
   void pass(bool traced) {
@@ -33,8 +33,9 @@ class Replay {
     size_t at = 0;
     for (size_t l = 0; l < n; ++l, ++at) {
       gather(in_.layer_params[l]);
-      for (size_t id : in_.layer_params[l])
-        if (!traced || !reused_soon(at, id)) release(id);
+      const auto& ids = in_.layer_params[l];
+      for (size_t k = 0; k < ids.size(); ++k)
+        if (!traced || !keep_[at][k]) release(ids[k]);
     }
     for (size_t l = n; l-- > 0;) {
       gather(in_.layer_params[l]);
@@ -61,22 +62,11 @@ class Replay {
     gathered_[id] = false;
     live_ -= in_.param_numels[id];
   }
-  // ParamCoordinator::record_trace's scan: from the next fetch on, while fewer than
-  // max_reuse_distance elements have been passed, is `id` fetched again?
-  bool reused_soon(size_t at, size_t id) const {
-    int64_t traversed = 0;
-    for (size_t next = at + 1; next < trace_.size() && traversed < zero_.max_reuse_distance; ++next)
-      for (size_t other : in_.layer_params[trace_[next]]) {
-        if (other == id) return true;
-        traversed += in_.param_numels[other];
-      }
-    return false;
-  }
 
   const Stage3StepInput& in_;
-  const ZeroConfig& zero_;
   std::vector<bool> gathered_, persistent_, held_;
-  std::vector<size_t> last_backward_, trace_;
+  std::vector<size_t> last_backward_;
+  std::vector<std::vector<bool>> keep_;  // reuse_plan over the forward-then-backward trace
   int64_t live_ = 0, peak_ = 0;
 };
 
