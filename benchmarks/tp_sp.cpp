@@ -8,15 +8,16 @@
 //   ./build/benchmarks/tp_sp --world 4 --layers 8 --embd 512 --vocab 50257
 //
 // Ends with
-//   BENCH tp2_state_bytes ours=<TP=2 x DP=W/2 bytes/rank> ref=<DP=W bytes/rank> unit=bytes ratio=..
+//   BENCH tp2_state_bytes ours=<TP=2 x DP=W/2, vocab-parallel, bytes/rank> ref=<DP=W bytes/rank> unit=bytes ratio=..
 //   BENCH tp2_step_vs_dp ours=<TP=2 tokens/s> ref=<DP tokens/s> unit=tokens_per_s ratio=..
 //   BENCH sp2_activation_bytes ours=<SP=2 bytes/token/rank> ref=<DP bytes/token/rank> unit=bytes_per_token ratio=..
 //   BENCH sp2_step_vs_dp ours=<SP=2 tokens/s> ref=<DP tokens/s> unit=tokens_per_s ratio=..
 //   BENCH sp2_max_seq ours=<SP=2 tokens> ref=<DP tokens> unit=tokens ratio=..
 // Tokens/s counts distinct tokens: a tensor- or sequence-parallel group shares its batch, so it
 // trains on half as many per step. On one machine the ranks share its cores: tokens/s measures the
-// cost of the collectives, not scaling. Embeddings and the LM head stay whole on every TP rank (no
-// vocab-parallel embedding yet), so a large vocabulary bounds TP's state ratio from below.
+// cost of the collectives, not scaling. TP runs twice: with the embedding and tied LM head whole on
+// every rank (DeepSpeed's AutoTP), where a large vocabulary bounds the state ratio from below, and
+// with tensor_parallel.vocab_parallel (the BENCH line), where they split too.
 // Bytes are exact CPU tensor bytes (cpu_tensor_bytes.h). "step peak" is one forward + backward's
 // peak above what was live before it; at short sequences with GPT-2's vocabulary it is the tied
 // embedding's gradients (3 x V x C fp32), the same in every mode. Activation bytes per token are the
@@ -44,6 +45,7 @@ namespace {
 struct Options {
   int world = 4;
   int tp = 1, sp = 1;  // worker: this run's autotp_size and sequence_parallel_size
+  bool vocab_parallel = false;  // worker: tensor_parallel.vocab_parallel
   int64_t layers = 8, embd = 512, heads = 16, vocab = 50257, seq = 128, micro = 2;
   int steps = 4, warmup = 1, stage = 0;
   std::vector<int64_t> long_seqs = {512, 640, 768, 896, 1024, 1152, 1280};  // the first is DP's budget
@@ -51,7 +53,7 @@ struct Options {
 };
 
 struct Result {
-  int tp = 0, sp = 0;
+  int tp = 0, sp = 0, vocab_parallel = 0;
   double tokens_per_s = 0, state_bytes = 0, psi = 0, peak_rss = 0, step_peak = 0;
 };
 
@@ -65,10 +67,11 @@ auto make_engine(const Options& o, int64_t n_positions, int64_t micro) {
   torch::manual_seed(1234);
   auto model = ds::models::GPT2(c);
   return ds::initialize(model, nlohmann::json::parse(fmt::format(R"({{
-      "train_micro_batch_size_per_gpu": {}, "gradient_clipping": 1.0, "tensor_parallel": {{"autotp_size": {}}},
+      "train_micro_batch_size_per_gpu": {}, "gradient_clipping": 1.0, "tensor_parallel": {{"autotp_size": {}, "vocab_parallel": {}}},
       "sequence_parallel_size": {}, "optimizer": {{"type": "Adam", "params": {{"lr": 1e-4}}}},
       "zero_optimization": {{"stage": {}}} }})",
-                                                                 micro, o.tp == 1 ? 0 : o.tp, o.sp, o.stage)));
+                                                                 micro, o.tp == 1 ? 0 : o.tp, o.tp > 1 && o.vocab_parallel,
+                                                                 o.sp, o.stage)));
 }
 
 // A batch by data-parallel rank: the ranks of a tensor- or sequence-parallel group share it.
@@ -124,16 +127,17 @@ void climb(const Options& o, int rank) {
   }
 }
 
-std::string worker_args(const Options& o, int tp, int sp) {
-  return fmt::format("--worker --tp {} --sp {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} --steps {} "
+std::string worker_args(const Options& o, int tp, int sp, bool vocab_parallel = false) {
+  return fmt::format("--worker{} --tp {} --sp {} --layers {} --embd {} --heads {} --vocab {} --seq {} --micro {} --steps {} "
                      "--warmup {} --stage {} --long-seqs {}",
-                     tp, sp, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup, o.stage,
+                     vocab_parallel ? " --vocab-parallel" : "", tp, sp, o.layers, o.embd, o.heads, o.vocab, o.seq, o.micro, o.steps, o.warmup, o.stage,
                      fmt::join(o.long_seqs, " "));
 }
 
-Result launch(const Options& o, int tp, int sp, const std::string& self) {
-  const std::string cmd = ds::bench::mpirun_prefix(o.world) + self + " " + worker_args(o, tp, sp) + " 2>&1";
+Result launch(const Options& o, int tp, int sp, const std::string& self, bool vocab_parallel = false) {
+  const std::string cmd = ds::bench::mpirun_prefix(o.world) + self + " " + worker_args(o, tp, sp, vocab_parallel) + " 2>&1";
   Result r;
+  r.vocab_parallel = vocab_parallel;
   std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %d %d %lf %lf %lf %lf %lf", &r.tp, &r.sp,
               &r.tokens_per_s, &r.state_bytes, &r.psi, &r.peak_rss, &r.step_peak);
   std::fprintf(stderr, "  world %d, TP=%d, SP=%d: %.1f tokens/s\n", o.world, tp, sp, r.tokens_per_s);
@@ -180,7 +184,7 @@ double bytes_per_token(const std::vector<std::pair<int64_t, double>>& ladder) {
 }
 
 std::string mode_name(const Result& r, int world) {
-  if (r.tp > 1) return fmt::format("TP={} x DP={}", r.tp, world / r.tp);
+  if (r.tp > 1) return fmt::format("TP={} x DP={}{}", r.tp, world / r.tp, r.vocab_parallel ? " vocab" : "");
   if (r.sp > 1) return fmt::format("SP={} x DP={}", r.sp, world / r.sp);
   return fmt::format("DP={}", world);
 }
@@ -196,6 +200,7 @@ int main(int argc, char** argv) {
   app.add_option("--sp", o.sp, "worker: sequence_parallel_size")->capture_default_str();
   app.add_option("--long-seqs", o.long_seqs, "the max-sequence ladder (the first is DP's budget)")->capture_default_str();
   app.add_flag("--ladder", o.ladder, "worker: climb the ladder");
+  app.add_flag("--vocab-parallel", o.vocab_parallel, "worker: tensor_parallel.vocab_parallel");
   app.add_option("--layers", o.layers)->capture_default_str();
   app.add_option("--embd", o.embd)->capture_default_str();
   app.add_option("--heads", o.heads)->capture_default_str();
@@ -221,17 +226,18 @@ int main(int argc, char** argv) {
   }
   // One process group per mode, so peak RSS belongs to that mode alone.
   const Result dp = launch(o, 1, 1, argv[0]);
-  const Result tp = launch(o, 2, 1, argv[0]);
+  const Result tp_whole = launch(o, 2, 1, argv[0]);
+  const Result tp = launch(o, 2, 1, argv[0], /*vocab_parallel=*/true);
   const Result sp = launch(o, 1, 2, argv[0]);
   const auto dp_ladder = launch_ladder(o, 1, argv[0]);
   const auto sp_ladder = launch_ladder(o, 2, argv[0]);
   fmt::print("\nDP vs TP vs SP — world {}, GPT-2 {} layers × {} wide, {} heads, vocab {} (Ψ = {:.1f}M), micro-batch {} × {} "
              "tokens, fp32, Adam, ZeRO {} over the data-parallel group\n",
              o.world, o.layers, o.embd, o.heads, o.vocab, dp.psi / 1e6, o.micro, o.seq, o.stage);
-  fmt::print("{:>12} {:>12} {:>16} {:>12} {:>16} {:>12}\n", "mode", "tokens/s", "state B/rank", "Ψ/rank",
+  fmt::print("{:>18} {:>12} {:>16} {:>12} {:>16} {:>12}\n", "mode", "tokens/s", "state B/rank", "Ψ/rank",
              "step peak B/rank", "peak RSS");
-  for (const Result* r : {&dp, &tp, &sp})
-    fmt::print("{:>12} {:>12.1f} {:>16.0f} {:>11.1f}M {:>16.0f} {:>8.0f} MiB\n", mode_name(*r, o.world),
+  for (const Result* r : {&dp, &tp_whole, &tp, &sp})
+    fmt::print("{:>18} {:>12.1f} {:>16.0f} {:>11.1f}M {:>16.0f} {:>8.0f} MiB\n", mode_name(*r, o.world),
                r->tokens_per_s, r->state_bytes, r->psi / 1e6, r->step_peak, r->peak_rss / 1048576.0);
   const double budget = dp_ladder.front().second;  // what DP needs at the ladder's first length
   fmt::print("\nPeak tensor bytes per rank of one step at micro-batch 1 (budget: DP at {} tokens = {:.0f} MiB)\n",

@@ -8,6 +8,7 @@
 //   ds-estimate --config examples/configs/zero3.json --model large --world 8
 //   ds-estimate --params 7e9 --layers 32 --world 16 --stage 3 --bf16 --offload-optimizer
 //   ds-estimate --model medium --tp 2 --world 4,8      # AutoTP: per rank, ZeRO over world / tp
+//   ds-estimate --model small --tp 2 --vocab-parallel  # ... with the embedding split too
 //   ds-estimate --model medium --sp 2 --world 4,8      # Ulysses: ZeRO over world (data x sequence)
 //   ds-estimate --model medium --pp 4 --world 8        # pipeline: the heaviest stage's states
 // With tensor parallelism (--tp, or the config's tensor_parallel.autotp_size) each rank holds its
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
   int64_t layers = 0;
   std::vector<int> worlds{1, 2, 4, 8};
   std::vector<int> stages;
-  bool bf16 = false, fp16 = false, offload = false;
+  bool bf16 = false, fp16 = false, offload = false, vocab = false;
   int tp = 0;  // 0: the config's autotp_size (1 without a config)
   int sp = 0;  // 0: the config's sequence_parallel_size (1 without a config)
   int pp = 0;  // 0: the config's pipeline.stages (1 without a config)
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
       ->check(ds::tools::whole_number(0, 3));
   app.add_option("--tp", tp, "AutoTP size (default: the config's tensor_parallel.autotp_size, else 1)")
       ->check(ds::tools::whole_number(1, 1 << 20));
+  app.add_flag("--vocab-parallel", vocab,
+               "with --tp: the embedding and tied LM head split over the group too (tensor_parallel.vocab_parallel)");
   app.add_option("--sp", sp, "Ulysses sequence_parallel_size (default: the config's, else 1)")
       ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_option("--pp", pp, "pipeline stages (default: the config's pipeline.stages, else 1): the heaviest stage")
@@ -139,15 +142,18 @@ int main(int argc, char** argv) {
   try {
     if (tp > 0 && !config_path.empty())
       throw ds::ConfigError("tensor_parallel.autotp_size", "--tp with --config: set the size in the config instead");
+    if (vocab && !config_path.empty())
+      throw ds::ConfigError("tensor_parallel.vocab_parallel", "--vocab-parallel with --config: set it in the config instead");
     if (sp > 0 && !config_path.empty())
       throw ds::ConfigError("sequence_parallel_size", "--sp with --config: set the size in the config instead");
     if (pp > 0 && !config_path.empty())
       throw ds::ConfigError("pipeline.stages", "--pp with --config: set the stages in the config instead");
-    // One rank's parameter sizes at tensor-parallel size t (the config's may differ per world: none).
-    auto sizes_at = [&](int t) {
+    // One rank's parameter sizes at tensor-parallel size t, the vocabulary split over it or not (the
+    // most any rank of the group holds).
+    auto sizes_at = [&](int t, bool split_vocab) {
       if (t > 1 && params > 0)
         throw ds::ConfigError("tensor_parallel.autotp_size", "--params describes no layers to cut; use --model");
-      return params > 0 ? synthetic_sizes(params, layers) : ds::models::GPT2Config::preset(model).parameter_sizes(t);
+      return params > 0 ? synthetic_sizes(params, layers) : ds::models::GPT2Config::preset(model).parameter_sizes(t, split_vocab);
     };
     if (tp == 0) tp = 1;
     if (sp == 0) sp = 1;
@@ -160,7 +166,7 @@ int main(int argc, char** argv) {
                                   " heads per rank (Ulysses gives each rank whole heads)");
     }
     int64_t psi = 0;
-    for (int64_t s : sizes_at(tp)) psi += s;
+    for (int64_t s : sizes_at(tp, vocab)) psi += s;
     std::string base = "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW\"}";
     if (bf16) base += ", \"bf16\": {\"enabled\": true}";
     if (fp16) base += ", \"fp16\": {\"enabled\": true}";
@@ -186,7 +192,8 @@ int main(int argc, char** argv) {
         } else {
           std::string text = base + ", \"zero_optimization\": {\"stage\": " + std::to_string(stage);
           if (offload && stage > 0) text += ", \"offload_optimizer\": {\"device\": \"cpu\"}";
-          text += "}, \"tensor_parallel\": {\"autotp_size\": " + std::to_string(tp) + "}";
+          text += "}, \"tensor_parallel\": {\"autotp_size\": " + std::to_string(tp) +
+                  (vocab ? ", \"vocab_parallel\": true}" : "}");
           text += ", \"sequence_parallel_size\": " + std::to_string(sp);
           text += ", \"pipeline\": {\"stages\": " + std::to_string(pp) + "}";
           cfg = ds::load_config_text(text + "}", world, "<ds-estimate>");
@@ -198,7 +205,7 @@ int main(int argc, char** argv) {
           continue;
         }
         ds::zero::EstimateInput in;
-        in.param_numels = sizes_at(cfg.parallel_sizes.autotp_size);
+        in.param_numels = sizes_at(cfg.parallel_sizes.autotp_size, cfg.parallel_sizes.vocab_parallel);
         in.plan = ds::resolve_dtype_plan(cfg, torch::kCPU);
         std::string where;
         const int64_t n_layer = params > 0 ? layers : ds::models::GPT2Config::preset(model).n_layer;

@@ -480,38 +480,4 @@ std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const 
   return Loaded{path, m.engine, m.client_state, m.dp_world_size, m.zero_stage};
 }
 
-void save_16bit_model(const EngineStates& p, const std::string& dir, const std::string& file) {
-  // One writer: rank 0 of `comm` (under TP the world's rank 0, which holds TP rank 0's slices).
-  const bool rank0 = p.comm.rank() == 0;
-  std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  std::unordered_set<const void*> seen;
-  for (const auto& item : p.module.named_parameters()) {
-    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
-    // Stage 3: gather one parameter at a time (every rank takes part), keep rank 0's copy.
-    const bool trainable = item.value().requires_grad();
-    if (trainable) p.states.hold({item.key()});
-    torch::Tensor t = item.value().detach();
-    if (p.tensor_parallel) t = p.tensor_parallel->gather_full(item.key(), t);  // collective over the TP group
-    if (rank0) {
-      if (trainable && t.is_floating_point()) t = t.to(p.model_dtype);
-      tensors.emplace_back(item.key(), t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
-    }
-    if (trainable) p.states.unhold({item.key()});
-  }
-  for (const auto& item : p.module.named_buffers())
-    if (rank0 && seen.insert(item.value().unsafeGetTensorImpl()).second)
-      tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU));
-  std::exception_ptr error;
-  if (rank0) {
-    try {
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      write_tensor_file((fs::path(dir) / file).string(), tensors, {{"format", "pt"}});
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-  comm::agree_or_throw(p.comm, error, "save_16bit_model");  // every rank learns the writer's outcome
-}
-
 }  // namespace ds::checkpoint

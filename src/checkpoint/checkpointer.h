@@ -44,6 +44,9 @@ struct EngineStates {
   // checkpoint is the same as a data-parallel one and loads at any number of stages, or none.
   bool pipeline = false;
   std::vector<std::string> pipeline_copies;
+  // Pipeline stages, on the ranks of world rank 0's pipe group only (one rank of each stage): the
+  // group save_16bit_model collects the stages' tensors over. Null elsewhere.
+  comm::Communicator* stage_leaders = nullptr;
 };
 
 struct SaveRequest {
@@ -74,9 +77,10 @@ std::optional<Loaded> load(const EngineStates& parts, const std::string& dir, co
                            const LoadOptions& options);
 
 // Collective. The full model (trainable in the model dtype, frozen parameters, buffers) as one
-// safetensors file written by rank 0; at stage 3 parameters are gathered one at a time, and under
-// tensor parallelism each slice is put back together first (AutoTpResult::gather_full), so the file
-// is the model as it was before AutoTP cut it.
+// safetensors file written by rank 0; at stage 3 parameters are gathered one at a time, under
+// tensor parallelism each slice is put back together first (AutoTpResult::gather_full), and with
+// pipeline stages each stage's tensors travel to rank 0 over `stage_leaders` (a tied parameter once),
+// so the file is the model as it was before AutoTP and the pipeline cut it (save_16bit.cpp).
 void save_16bit_model(const EngineStates& parts, const std::string& dir, const std::string& file);
 
 // Warns when a resume changes the global batch (what that does to the data order and the schedule).

@@ -25,6 +25,12 @@ struct ParallelSizes {
   // Not a size, but read with pipeline.stages from the same section: the PipelineEngine's default
   // for PipelineModule's activation_checkpoint_interval (0 = off), as DeepSpeed's engine applies it.
   int pipeline_activation_checkpoint_interval = 0;
+  // tensor_parallel.vocab_parallel (deepspeed.cpp's own key, DeepSpeed's AutoTP has none): the token
+  // embedding and the tied LM head split by rows over the tensor-parallel group, with a parallel loss.
+  bool vocab_parallel = false;
+  // tensor_parallel.tp_overlap_comm: column-parallel layers overlap their backward all-reduce with the
+  // weight gradient (DeepSpeed's TPTrainingConfig key; default false).
+  bool tp_overlap_comm = false;
 };
 
 // The world the triple is resolved for: `size` data-parallel ranks out of `world`.

@@ -47,12 +47,10 @@ ParallelSizes read_parallel_sizes(SectionReader& top) {
   for (const char* k : {"tp_grain_size", "mpu", "tp_group"}) legacy.mark_known(k);
   legacy.finish();
   s.autotp_size = autotp == 0 ? 1 : int(autotp);
-  // TPTrainingConfig's other keys only matter with autotp_size > 1; overlapping its collectives is
-  // one deepspeed.cpp does not do yet, so asking for it is named.
-  bool overlap = false;
-  if (tp.read("tp_overlap_comm", overlap) && overlap && s.autotp_size > 1)
-    warn_unsupported(top.ctx(), "tensor_parallel.tp_overlap_comm",
-                     "AutoTP's all-reduces run in order with the compute; results are the same");
+  // TPTrainingConfig's other keys only matter with autotp_size > 1.
+  tp.read("tp_overlap_comm", s.tp_overlap_comm);
+  if (tp.read("vocab_parallel", s.vocab_parallel) && s.vocab_parallel && s.autotp_size == 1)
+    top.ctx().warn("tensor_parallel.vocab_parallel has no effect without tensor_parallel.autotp_size > 1");
   for (const char* k : {"dtype", "injection_policy_tuple", "partition_config", "preset_model", "keep_module_on_host",
                         "replace_with_kernel_inject", "kernel_inject"})
     tp.mark_known(k);

@@ -9,8 +9,9 @@ std::unique_ptr<RaggedModel> make_ragged_model(std::shared_ptr<models::CausalLM>
   const std::string type = model->model_type();
   if (type == "gpt2") return make_gpt2_ragged(std::move(model));
   if (type == "llama" || type == "mistral" || type == "qwen2") return make_llama_ragged(std::move(model));
+  if (type == "opt") return make_opt_ragged(std::move(model));
   throw NotSupported("inference: model_type \"" + type +
-                     "\" has no ragged (KV-cached) forward yet; supported: gpt2, llama, mistral, qwen2");
+                     "\" has no ragged (KV-cached) forward yet; supported: gpt2, llama, mistral, qwen2, opt");
 }
 
 }  // namespace ds::inference

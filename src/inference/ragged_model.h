@@ -1,6 +1,6 @@
 // ds::inference::RaggedModel: a model's inference-side forward over a RaggedBatch and the blocked KV
 // cache. It reuses the training model's modules and weights (no copy): the adapters read the
-// submodules of models::GPT2 and models::Llama and call ragged_attention where the training
+// submodules of models::GPT2, models::Llama and models::OPT and call ragged_attention where the training
 // forward calls full causal attention. make_ragged_model picks the adapter for a CausalLM.
 #pragma once
 
@@ -40,11 +40,12 @@ class RaggedModel {
   std::shared_ptr<models::CausalLM> model_;
 };
 
-// GPT-2 and the Llama family (llama, mistral, qwen2); anything else is ds::NotSupported naming
+// GPT-2, the Llama family (llama, mistral, qwen2) and OPT; anything else is ds::NotSupported naming
 // its model_type.
 std::unique_ptr<RaggedModel> make_ragged_model(std::shared_ptr<models::CausalLM> model);
 
 std::unique_ptr<RaggedModel> make_gpt2_ragged(std::shared_ptr<models::CausalLM> model);
 std::unique_ptr<RaggedModel> make_llama_ragged(std::shared_ptr<models::CausalLM> model);
+std::unique_ptr<RaggedModel> make_opt_ragged(std::shared_ptr<models::CausalLM> model);
 
 }  // namespace ds::inference

@@ -37,7 +37,37 @@ void CausalLM::enable_sequence_parallel(comm::Communicator& sp) {
   sp_slot_->comm = &sp;
 }
 
+parallel::VocabParallelModel::Cut CausalLM::enable_vocab_parallel(comm::Communicator& tp) {
+  if (tp.size() == 1) return {};
+  if (!supports_vocab_parallel())
+    throw ConfigError("tensor_parallel.vocab_parallel",
+                      fmt::format("{} models have no vocab-parallel embedding in deepspeed.cpp yet (GPT-2, whose LM "
+                                  "head is tied to its embedding, has); set it to false",
+                                  model_type()));
+  DS_CHECK(!vp_slot_->active(), Error, "enable_vocab_parallel: the vocabulary is split already");
+  const std::string name = vocab_embedding_parameter();
+  auto params = named_parameters(/*recurse=*/true);
+  torch::Tensor* table = params.find(name);
+  DS_ASSERT(table != nullptr, model_type() + " names no parameter " + name);
+  const int64_t rows = table->size(0);
+  const parallel::VocabRange range = parallel::vocab_range(rows, tp.size(), tp.rank());
+  {
+    torch::NoGradGuard no_grad;
+    table->set_data(table->narrow(0, range.begin, range.size()).clone());
+  }
+  vp_slot_->comm = &tp;
+  vp_slot_->range = range;
+  return {name, rows};
+}
+
 torch::Tensor CausalLM::token_loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
+  if (vocab_parallel()) {  // this rank's columns of the logits, for the tokens it holds
+    const torch::Tensor mine = (sequence_parallel() ? parallel::shard_sequence(targets, *sp_slot_->comm) : targets).reshape({-1});
+    const torch::Tensor sum = parallel::vocab_parallel_cross_entropy_sum(logits.reshape({-1, logits.size(-1)}), mine,
+                                                                         vp_slot_->range, *vp_slot_->comm);
+    const int64_t count = (mine != -100).sum().item<int64_t>();
+    return sequence_parallel() ? parallel::sequence_parallel_mean(sum, count, *sp_slot_->comm) : sum / double(count);
+  }
   if (!sequence_parallel()) return lm_loss(logits, targets);
   comm::Communicator& sp = *sp_slot_->comm;
   const torch::Tensor mine = parallel::shard_sequence(targets, sp).reshape({-1});  // aligned with the local logits

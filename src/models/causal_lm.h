@@ -14,10 +14,11 @@
 #include "models/sequence_layout.h"
 #include "nn/layer_list.h"
 #include "parallel/ulysses.h"
+#include "parallel/vocab_parallel.h"
 
 namespace ds::models {
 
-class CausalLM : public torch::nn::Module, public parallel::SequenceParallelModel {
+class CausalLM : public torch::nn::Module, public parallel::SequenceParallelModel, public parallel::VocabParallelModel {
  public:
   // Token ids int64 [B,T] → logits [B,T,V] in the parameters' dtype. Runs layers().forward(idx).
   virtual torch::Tensor forward(const torch::Tensor& idx) = 0;
@@ -62,6 +63,14 @@ class CausalLM : public torch::nn::Module, public parallel::SequenceParallelMode
   virtual bool supports_sequence_parallel() const { return false; }
   bool sequence_parallel() const { return sp_slot_->active(); }
 
+  // The vocab-parallel embedding and tied head (parallel/vocab_parallel.h): this rank keeps its rows
+  // of the token embedding, forward(idx) returns its columns of the logits [B,T,V_rank] and
+  // forward(idx, targets) the cross-entropy over the whole vocabulary (parallel, the same on every
+  // rank). ConfigError naming tensor_parallel.vocab_parallel for a family without a tied head.
+  Cut enable_vocab_parallel(comm::Communicator& tp) override;
+  virtual bool supports_vocab_parallel() const { return false; }
+  bool vocab_parallel() const { return vp_slot_->active(); }
+
   // The loss forward(idx, targets) takes of forward(idx)'s logits: lm_loss, or under Ulysses the
   // group's token mean (what a pipeline's last stage computes: PipelineModuleOptions::loss_fn).
   torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) const { return token_loss(logits, targets); }
@@ -70,11 +79,15 @@ class CausalLM : public torch::nn::Module, public parallel::SequenceParallelMode
   // The attention heads each rank computes before Ulysses splits them (after AutoTP's cut), read from
   // the first block whose weights this rank holds (a pipeline stage released the others').
   virtual int64_t local_attention_heads() const { return 0; }
+  // The token embedding's parameter name, which the vocab-parallel cut splits by rows (a family that
+  // supports_vocab_parallel() names it; its head must read that parameter through vp_slot_).
+  virtual std::string vocab_embedding_parameter() const { return ""; }
   // lm_loss, or under sequence parallelism the group's token mean over this rank's targets' block.
   torch::Tensor token_loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
 
   SequenceLayoutSlot layout_slot_ = std::make_shared<std::optional<SequenceLayout>>();
   parallel::SequenceGroupSlot sp_slot_ = std::make_shared<parallel::SequenceGroup>();
+  parallel::VocabGroupSlot vp_slot_ = std::make_shared<parallel::VocabGroup>();
 };
 
 // Mean cross-entropy of logits [B,T,V] against aligned targets [B,T] (-100 ignored); 16-bit

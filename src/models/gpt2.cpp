@@ -9,6 +9,7 @@
 #include "nn/batched_matmul.h"
 #include "nn/fused_ops.h"
 #include "nn/memory_efficient_linear.h"
+#include "parallel/tp_collectives.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -162,15 +163,18 @@ void GPT2Impl::build_layers() {
   auto wpe = transformer->wpe.ptr();
   const GPT2Config cfg = config_;
   parallel::SequenceGroupSlot sp = sp_slot_;
+  parallel::VocabGroupSlot vp = vp_slot_;
   layers_.add(
       "embed",
-      [wte, wpe, cfg, sp](const torch::Tensor& idx) {
+      [wte, wpe, cfg, sp, vp](const torch::Tensor& idx) {
         check_tokens(idx, cfg);
-        if (sp->active())  // Ulysses: this rank's block of tokens, at their global positions
-          return wte->forward(parallel::shard_sequence(idx, *sp->comm)) +
-                 wpe->forward(parallel::sequence_positions(idx.size(1), *sp->comm, idx.device()));
-        auto pos = torch::arange(idx.size(1), idx.options());  // [T]
-        return wte->forward(idx) + wpe->forward(pos);  // [B,T,C] + [T,C]
+        // Ulysses: this rank's block of tokens, at their global positions.
+        const torch::Tensor tokens = sp->active() ? parallel::shard_sequence(idx, *sp->comm) : idx;
+        const torch::Tensor pos = sp->active() ? parallel::sequence_positions(idx.size(1), *sp->comm, idx.device())
+                                               : torch::arange(idx.size(1), idx.options());  // [T]
+        const torch::Tensor tok = vp->active() ? parallel::vocab_parallel_embedding(tokens, wte->weight, vp->range, *vp->comm)
+                                               : wte->forward(tokens);
+        return tok + wpe->forward(pos);  // [B,T,C] + [T,C]
       },
       {"transformer.wte.weight", "transformer.wpe.weight"});
 
@@ -187,9 +191,12 @@ void GPT2Impl::build_layers() {
   head_params.push_back("transformer.wte.weight");  // tied: also listed in "embed"
   layers_.add(
       "head",
-      [ln_f, wte](const torch::Tensor& x) {
+      [ln_f, wte, vp](const torch::Tensor& x) {
+        torch::Tensor h = nn::layer_norm(torch::nn::LayerNorm(ln_f), x);
+        // Vocab-parallel: every rank reads h whole for its rows of wte, so h's gradient sums over the group.
+        if (vp->active()) h = parallel::copy_to_tp_region(h, *vp->comm);
         // [B,T,C] @ [V,C]ᵀ → [B,T,V]; saving the parameter, not a view of it (stage 3 frees the gathered copy)
-        return nn::memory_efficient_linear(nn::layer_norm(torch::nn::LayerNorm(ln_f), x), wte->weight);
+        return nn::memory_efficient_linear(h, wte->weight);
       },
       std::move(head_params));
 }

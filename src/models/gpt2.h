@@ -98,6 +98,7 @@ class GPT2Impl : public CausalLM {
   std::string describe() const override { return config_.describe(); }
   std::string hf_base_prefix() const override { return "transformer."; }
   bool supports_sequence_parallel() const override { return true; }
+  bool supports_vocab_parallel() const override { return true; }
 
   const GPT2Config& config() const { return config_; }
 
@@ -105,6 +106,7 @@ class GPT2Impl : public CausalLM {
 
  protected:
   int64_t local_attention_heads() const override;
+  std::string vocab_embedding_parameter() const override { return "transformer.wte.weight"; }
 
  private:
   void init_weights();

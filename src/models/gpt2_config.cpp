@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "parallel/vocab_range.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -62,13 +63,15 @@ std::string GPT2Config::describe() const {
          " n_positions=" + std::to_string(n_positions) + " (" + count + " parameters)";
 }
 
-std::vector<int64_t> GPT2Config::parameter_sizes(int64_t tensor_parallel) const {
+std::vector<int64_t> GPT2Config::parameter_sizes(int64_t tensor_parallel, bool vocab_parallel) const {
   const int64_t C = n_embd, t = tensor_parallel;
   if (t < 1 || n_head % t != 0)
     throw ConfigError("tensor_parallel.autotp_size", fmt::format("{} does not divide GPT-2's n_head {} (AutoTP keeps "
                                                                  "whole heads on each rank)",
                                                                  t, n_head));
-  std::vector<int64_t> s{vocab_size * C, n_positions * C};
+  // The vocab-parallel embedding: group rank 0's range, the largest (parallel/vocab_parallel.h).
+  const int64_t rows = vocab_parallel && t > 1 ? parallel::vocab_range(vocab_size, int(t), 0).size() : vocab_size;
+  std::vector<int64_t> s{rows * C, n_positions * C};
   // ln_1, c_attn (column: weight and bias cut), attn.c_proj (row: weight cut), ln_2, c_fc (column),
   // mlp.c_proj (row); AutoTP's cuts (parallel/auto_tp.h).
   for (int64_t l = 0; l < n_layer; ++l)

@@ -29,7 +29,7 @@ struct GPT2Config {
   // then per block ln_1, attn, ln_2, mlp; ln_f): what memory estimates size buffers from. With
   // tensor_parallel > 1, one rank's counts after AutoTP cut c_attn, c_fc and both c_proj
   // (ConfigError naming tensor_parallel.autotp_size when the heads do not divide).
-  std::vector<int64_t> parameter_sizes(int64_t tensor_parallel = 1) const;
+  std::vector<int64_t> parameter_sizes(int64_t tensor_parallel = 1, bool vocab_parallel = false) const;
 
   // One line: "GPT-2 n_layer=12 n_head=12 n_embd=768 vocab_size=50257 n_positions=1024 (124.44M parameters)".
   std::string describe() const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "nn/tensor_buffer.h"
+#include "parallel/vocab_range.h"
 #include "util/error.h"
 
 namespace ds::parallel {
@@ -59,11 +60,30 @@ void AutoTpResult::annotate(precision::GradientSpans& grads) const {
   for (auto& piece : grads.pieces) piece.tp_split = is_split(piece.name);
 }
 
+void AutoTpResult::add_row_ranges(std::string parameter, int64_t rows) {
+  SplitParameter s{std::move(parameter), TpSplit::Column, 1, rows};
+  const auto at = std::lower_bound(split_parameters.begin(), split_parameters.end(), s.name,
+                                   [](const SplitParameter& a, const std::string& b) { return a.name < b; });
+  DS_ASSERT(at == split_parameters.end() || at->name != s.name, "AutoTP: " + s.name + " is cut twice");
+  split_parameters.insert(at, std::move(s));
+}
+
 torch::Tensor AutoTpResult::gather_full(const std::string& parameter, const torch::Tensor& local) const {
   const SplitParameter* s = find(parameter);
   if (s == nullptr || tp == nullptr || tp->size() == 1) return local;
   torch::NoGradGuard no_grad;
-  const torch::Tensor mine = local.detach().to(torch::kCPU).contiguous();
+  torch::Tensor mine = local.detach().to(torch::kCPU).contiguous();
+  if (s->full_rows > 0) {  // uneven ranges: gather equal blocks padded to the largest, then trim each
+    const int64_t most = vocab_range(s->full_rows, tp->size(), 0).size();
+    if (mine.size(0) < most) mine = torch::cat({mine, torch::zeros_like(mine.narrow(0, 0, 1))});
+    std::vector<int64_t> shape{tp->size()};
+    shape.insert(shape.end(), mine.sizes().begin(), mine.sizes().end());
+    torch::Tensor all = torch::empty(shape, mine.options());
+    tp->all_gather(nn::as_buffer(mine), nn::as_buffer(all), "auto_tp_gather_full");
+    std::vector<torch::Tensor> pieces;
+    for (int r = 0; r < tp->size(); ++r) pieces.push_back(all[r].narrow(0, 0, vocab_range(s->full_rows, tp->size(), r).size()));
+    return torch::cat(pieces, 0);
+  }
   std::vector<int64_t> shape{tp->size()};
   shape.insert(shape.end(), mine.sizes().begin(), mine.sizes().end());
   torch::Tensor all = torch::empty(shape, mine.options());
@@ -84,7 +104,8 @@ std::vector<int64_t> AutoTpResult::full_shape(std::string_view parameter, torch:
   std::vector<int64_t> shape(local.begin(), local.end());
   const SplitParameter* s = find(parameter);
   if (s == nullptr || tp == nullptr) return shape;
-  shape[s->split == TpSplit::Row ? 1 : 0] *= tp->size();
+  if (s->full_rows > 0) shape[0] = s->full_rows;
+  else shape[s->split == TpSplit::Row ? 1 : 0] *= tp->size();
   return shape;
 }
 
@@ -93,6 +114,10 @@ std::vector<AutoTpResult::Run> AutoTpResult::full_runs(std::string_view paramete
   const SplitParameter* s = find(parameter);
   if (s == nullptr || tp == nullptr || tp->size() == 1 || n == 0) return {{offset, offset, n}};
   const int64_t world = tp->size(), rank = tp->rank();
+  int64_t row_elems = 1;
+  for (size_t d = 1; d < local.size(); ++d) row_elems *= local[d];
+  if (s->full_rows > 0)  // one contiguous block of whole rows
+    return {{offset, vocab_range(s->full_rows, tp->size(), tp->rank()).begin * row_elems + offset, n}};
   std::vector<Run> runs;
   if (s->split == TpSplit::Row) {  // local [O, I/tp] → whole [O, I]: each local row is one run
     const int64_t cols = local[1], full_cols = cols * world;
@@ -105,8 +130,6 @@ std::vector<AutoTpResult::Run> AutoTpResult::full_runs(std::string_view paramete
   }
   // Column: local rows [O/tp, R...]: fused block p's rows block_rows·p .. hold whole rows
   // p·(O/parts) + rank·block_rows .. of the whole tensor.
-  int64_t row_elems = 1;
-  for (size_t d = 1; d < local.size(); ++d) row_elems *= local[d];
   const int64_t block_rows = local[0] / s->parts, block = block_rows * row_elems;
   for (int64_t at = offset, end = offset + n; at < end;) {
     const int64_t p = at / block, within = at % block, len = std::min(end - at, block - within);
@@ -121,7 +144,8 @@ std::string AutoTpResult::summary() const {
                      split_parameters.size());
 }
 
-AutoTpResult apply_auto_tp(torch::nn::Module& module, comm::Communicator& tp, const TpPolicy& policy) {
+AutoTpResult apply_auto_tp(torch::nn::Module& module, comm::Communicator& tp, const TpPolicy& policy,
+                           bool overlap_comm) {
   // Check every matching layer before anything changes, so a refused model is left whole.
   struct Cut {
     std::string name;
@@ -170,6 +194,7 @@ AutoTpResult apply_auto_tp(torch::nn::Module& module, comm::Communicator& tp, co
     result.split_parameters.push_back({c.name + ".weight", c.rule->split, c.rule->parts});
     if (c.rule->split == TpSplit::Column) {
       c.layer->shard_columns(tp, ColumnParallelOptions{.name = c.name, .parts = c.rule->parts});
+      c.layer->set_overlap_comm(overlap_comm);
       if (c.layer->bias.defined()) result.split_parameters.push_back({c.name + ".bias", TpSplit::Column, c.rule->parts});
       result.column_layers += 1;
     } else {

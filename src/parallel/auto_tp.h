@@ -43,6 +43,9 @@ struct SplitParameter {
   std::string name;
   TpSplit split = TpSplit::Column;  // Column: rows of the weight (and the bias); Row: columns of the weight
   int64_t parts = 1;                // fused output blocks (column)
+  // > 0: rows of a table of this many rows in uneven whole-row ranges (vocab_range: the vocab-parallel
+  // embedding), instead of equal slices.
+  int64_t full_rows = 0;
 };
 
 // What apply_auto_tp did, kept by the engine for every step.
@@ -59,6 +62,8 @@ struct AutoTpResult {
   bool is_split(std::string_view parameter) const { return find(parameter) != nullptr; }
   // Sets grads.tp and marks the pieces of split parameters (for the norm and the inf/NaN check).
   void annotate(precision::GradientSpans& grads) const;
+  // Records a parameter cut by rows into vocab_range()s of `rows` (the vocab-parallel embedding).
+  void add_row_ranges(std::string parameter, int64_t rows);
   // The whole tensor of `parameter` given this rank's slice `local`: all-gathered over the group
   // (collective: every rank of the group calls it for the same names in the same order) and put
   // back in the layout the model had before the cut. `local` itself when the parameter is not split.
@@ -86,7 +91,9 @@ struct AutoTpResult {
 // rank 0 (the slices are cut from one model), then each layer the policy names is sharded in place.
 // ConfigError naming tensor_parallel.autotp_size when no layer matches or a size does not divide;
 // NotSupported for a matching plain torch::nn::Linear or a layer carrying a LoRA adapter.
+// `overlap_comm` (tensor_parallel.tp_overlap_comm): column layers overlap their backward all-reduce
+// with the weight gradient.
 AutoTpResult apply_auto_tp(torch::nn::Module& module, comm::Communicator& tp,
-                           const TpPolicy& policy = TpPolicy::builtin());
+                           const TpPolicy& policy = TpPolicy::builtin(), bool overlap_comm = false);
 
 }  // namespace ds::parallel

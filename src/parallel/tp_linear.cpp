@@ -4,6 +4,7 @@
 
 #include "nn/memory_efficient_linear.h"
 #include "parallel/tp_collectives.h"
+#include "parallel/tp_overlap.h"
 #include "util/error.h"
 
 namespace ds::parallel {
@@ -64,7 +65,8 @@ torch::Tensor TpLinearImpl::forward(const torch::Tensor& x) {
     case TpSplit::None:
       return linear(x, bias);
     case TpSplit::Column: {
-      torch::Tensor y = linear(copy_to_tp_region(x, *tp_), bias);
+      torch::Tensor y = overlap_comm_ ? column_parallel_linear_overlapped(x, weight, bias, *tp_)
+                                      : linear(copy_to_tp_region(x, *tp_), bias);
       return gather_output_ ? gather_from_tp_region(y, *tp_) : y;
     }
     case TpSplit::Row: {

@@ -58,6 +58,10 @@ class TpLinearImpl : public torch::nn::LinearImpl {
   // the forward's copy. Same values either way.
   void set_memory_efficient(bool on) noexcept { memory_efficient_ = on; }
   bool memory_efficient() const noexcept { return memory_efficient_; }
+  // tensor_parallel.tp_overlap_comm (column layers): backward all-reduces the input gradient while it
+  // computes the weight gradient (parallel/tp_overlap.h). Same values either way.
+  void set_overlap_comm(bool on) noexcept { overlap_comm_ = on; }
+  bool overlap_comm() const noexcept { return overlap_comm_; }
 
  private:
   comm::Communicator* tp_ = nullptr;
@@ -67,6 +71,7 @@ class TpLinearImpl : public torch::nn::LinearImpl {
   bool input_is_parallel_ = true;
   int64_t shard_unit_ = 1;
   bool memory_efficient_ = false;
+  bool overlap_comm_ = false;
 
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& b) const;
 };

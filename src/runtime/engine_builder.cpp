@@ -7,6 +7,7 @@
 #include "offload/huge_pages.h"
 #include "parallel/pipe_module.h"
 #include "parallel/ulysses.h"
+#include "parallel/vocab_parallel.h"
 #include "runtime/dtype_policy.h"
 #include "runtime/host_setup.h"
 #include "runtime/memory_budget.h"
@@ -63,6 +64,22 @@ void enable_ulysses(torch::nn::Module& module, comm::Communicator& sp) {
                                   sp.size()));
   model->enable_sequence_parallel(sp);
   log::info("Ulysses sequence parallelism over {} ranks: each holds 1/{} of every sequence", sp.size(), sp.size());
+}
+
+// tensor_parallel.vocab_parallel: the model's embedding (and tied head) split by rows, recorded with
+// AutoTP's cuts so the gradient norm, checkpoints and exports treat it as a slice.
+void enable_vocab_parallel(torch::nn::Module& module, comm::Communicator& tp, parallel::AutoTpResult& cuts) {
+  if (dynamic_cast<parallel::PipelineModule*>(&module) != nullptr)
+    throw ConfigError("tensor_parallel.vocab_parallel",
+                      "with pipeline stages the tied embedding lives on the first and the last stage; the "
+                      "vocab-parallel split is not supported there yet; set it to false");
+  auto* model = dynamic_cast<parallel::VocabParallelModel*>(&module);
+  if (model == nullptr)
+    throw ConfigError("tensor_parallel.vocab_parallel",
+                      "needs a ds::models::CausalLM with a tied LM head (GPT-2); this module is not one; set it to false");
+  const auto cut = model->enable_vocab_parallel(tp);
+  cuts.add_row_ranges(cut.parameter, cut.rows);
+  log::info("vocab-parallel: {} rows of {} split over {} ranks", cut.rows, cut.parameter, tp.size());
 }
 
 // Pipeline parallelism runs through PipelineEngine, over one stage of the model; with ZeRO-1 at most
@@ -123,7 +140,9 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   if (c.autotuning.enabled)
     p.autotuning = std::make_unique<AutotuningProbe>(c, *p.topology, module, o.layers != nullptr);
   if (p.topology->model().size() > 1) {  // AutoTP: cut the projections before any state is sized from them
-    p.tensor_parallel = parallel::apply_auto_tp(module, p.topology->model());
+    p.tensor_parallel = parallel::apply_auto_tp(module, p.topology->model(), parallel::TpPolicy::builtin(),
+                                                c.parallel_sizes.tp_overlap_comm);
+    if (c.parallel_sizes.vocab_parallel) enable_vocab_parallel(module, p.topology->model(), *p.tensor_parallel);
     log::info("AutoTP over {} ranks: {}", p.topology->model().size(), p.tensor_parallel->summary());
   }
   if (p.topology->sequence().size() > 1) {  // a pipeline stage's attention is its model's

@@ -2,6 +2,8 @@
 // parts' states around the checkpoint sequence (checkpoint/checkpointer.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/layout.h"
 #include "parallel/pipe_module.h"
@@ -27,6 +29,8 @@ checkpoint::EngineStates Engine::checkpoint_parts() {
     parts.pipeline = true;
     for (const auto& t : stage->tied())
       if (t.group && !t.counts_in_norm) parts.pipeline_copies.push_back(t.name);
+    const auto& pipe_ranks = p_->topology->ranks(parallel::Group::Pipe);  // world ranks, one per stage
+    if (std::find(pipe_ranks.begin(), pipe_ranks.end(), 0) != pipe_ranks.end()) parts.stage_leaders = &p_->topology->pipe();
   }
   return parts;
 }
@@ -79,12 +83,8 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
 }
 
 void Engine::save_16bit_model(const std::string& dir, const std::string& file) {
-  // Rank 0 writes the file from its own module: a pipeline's later stages are elsewhere.
-  DS_CHECK(p_->topology->pipe().size() == 1, NotSupported,
-           fmt::format("save_16bit_model with pipeline.stages {} is not implemented yet (nothing was written): save a "
-                       "checkpoint and export it whole with ds-zero-to-fp32",
-                       p_->topology->pipe().size()));
-  // Under AutoTP the slices are put back together one parameter at a time: the file is the whole model.
+  // Under AutoTP the slices are put back together one parameter at a time, and a pipeline's stages
+  // send theirs to rank 0: the file is the whole model.
   checkpoint::save_16bit_model(checkpoint_parts(), dir, file);
 }
 

@@ -28,10 +28,10 @@ TEST(Examples, AllLoadWithoutWarnings) {
   for (const auto& f : files) {
     // lora_opt.json is the seed's one-GPU config (8 = micro 2 x GAS 4 x 1): at world 4 there is no
     // whole micro-batch per rank, and DeepSpeed refuses it too.
-    // autotp.json, ulysses.json and pipeline.json need a tensor- / sequence-parallel group or a
-    // pipeline of 2.
-    const bool group_of_two =
-        f.filename() == "autotp.json" || f.filename() == "ulysses.json" || f.filename() == "pipeline.json";
+    // autotp.json, autotp_vocab_parallel.json, ulysses.json and pipeline.json need a tensor- /
+    // sequence-parallel group or a pipeline of 2.
+    const bool group_of_two = f.filename() == "autotp.json" || f.filename() == "autotp_vocab_parallel.json" ||
+                              f.filename() == "ulysses.json" || f.filename() == "pipeline.json";
     const std::vector<int> worlds = f.filename() == "lora_opt.json" ? std::vector<int>{1, 2}
                                     : group_of_two                  ? std::vector<int>{2, 4}
                                                                     : std::vector<int>{1, 2, 4};

@@ -194,12 +194,21 @@ TEST(Parity, AutoTpSizeDividesTheWorldBeforeTheBatchTriple) {
     EXPECT_EQ(l.parallel_sizes.autotp_size, 2) << legacy;
     EXPECT_EQ(l.data_parallel_size, 4) << legacy;
   }
-  // Overlapping TP's collectives is not done: asking for it is named, not silently ignored.
+  // Overlapping the column layers' backward all-reduce: read (default false, as DeepSpeed's).
   const Config overlap = test::load(R"({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 2,
       "tp_overlap_comm": true}})", 8);
-  ASSERT_EQ(overlap.warnings.size(), 1u);
-  EXPECT_EQ(overlap.warnings.front(), "tensor_parallel.tp_overlap_comm is parsed but not supported by deepspeed.cpp yet; "
-                                      "ignored (AutoTP's all-reduces run in order with the compute; results are the same)");
+  EXPECT_TRUE(overlap.warnings.empty()) << overlap.warnings.front();
+  EXPECT_TRUE(overlap.parallel_sizes.tp_overlap_comm);
+  EXPECT_FALSE(c.parallel_sizes.tp_overlap_comm);
+  // deepspeed.cpp's own vocab-parallel key: read, and named when it cannot do anything.
+  EXPECT_TRUE(test::load(R"({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 2, "vocab_parallel": true}})", 8)
+                  .parallel_sizes.vocab_parallel);
+  const Config idle = test::load(R"({"train_batch_size": 16, "tensor_parallel": {"vocab_parallel": true}})", 8);
+  ASSERT_EQ(idle.warnings.size(), 1u);
+  EXPECT_EQ(idle.warnings.front(), "tensor_parallel.vocab_parallel has no effect without tensor_parallel.autotp_size > 1");
+  EXPECT_NE(test::load_error(R"({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 2, "vocab_parallel": 1}})", 8)
+                .find("tensor_parallel.vocab_parallel"),
+            std::string::npos);
   EXPECT_EQ(test::load_error(R"({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 4,
                                  "tp": {"tp_size": 2}}})", 8),
             "tensor_parallel.autotp_size: 4 disagrees with tensor_parallel.tensor_parallel.tp_size 2 (the legacy "

@@ -1,6 +1,6 @@
 // The ragged engine against the naive full-recompute loop: greedy outputs equal token for token
-// for batches of mixed prompt lengths, for GPT-2 and the Llama family (GQA, sliding window, qkv
-// bias), with Dynamic SplitFuse chunking on (small token budgets split prompts across steps and fuse
+// for batches of mixed prompt lengths, for GPT-2, the Llama family (GQA, sliding window, qkv
+// bias) and OPT (pre-LN; post-LN with project_in/out), with Dynamic SplitFuse chunking on (small token budgets split prompts across steps and fuse
 // them with decodes) and off, with requests joining mid-run, with preemption forced by a tiny block
 // pool, and with prefix caching. Every block is free afterwards.
 #include <gtest/gtest.h>
@@ -74,7 +74,8 @@ const std::vector<int64_t> kLengths = {1, 3, 7, 12, 20, 25, 33, 5};
 class GreedyEquivalence : public ::testing::TestWithParam<std::string> {
  protected:
   std::shared_ptr<ds::models::CausalLM> model() const {
-    return GetParam() == "gpt2" ? tiny_gpt2() : tiny_llama(GetParam());
+    if (GetParam() == "gpt2") return tiny_gpt2();
+    return GetParam().starts_with("opt") ? tiny_opt(GetParam()) : tiny_llama(GetParam());
   }
 };
 
@@ -86,7 +87,8 @@ TEST_P(GreedyEquivalence, SplitFuseChunkedPrefill) {
   auto want = reference(*m, prompts, 12);
   std::set<int64_t> distinct;
   for (const auto& w : want) distinct.insert(w.begin(), w.end());
-  EXPECT_GE(distinct.size(), 30u) << "the reference generations are too uniform to test much";
+  // Post-LN's greedy outputs settle on fewer tokens (18 here; 15-24 over other seeds and widths).
+  EXPECT_GE(distinct.size(), GetParam() == "opt_post_ln" ? 15u : 30u) << "the reference generations are too uniform to test much";
   auto run = run_engine(m, prompts, 12, options(/*budget=*/8, /*split=*/true, /*blocks=*/256));
   expect_same(run.outputs, want);
   EXPECT_EQ(run.outputs.back().size(), 4u);
@@ -132,6 +134,7 @@ TEST_P(GreedyEquivalence, PrefixCachingSharesPromptBlocks) {
   EXPECT_GE(run.stats.prefix_hit_tokens, 16);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GreedyEquivalence, ::testing::Values("gpt2", "llama", "mistral", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Models, GreedyEquivalence,
+                         ::testing::Values("gpt2", "llama", "mistral", "qwen2", "opt", "opt_post_ln"));
 
 }  // namespace

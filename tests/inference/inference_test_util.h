@@ -50,6 +50,23 @@ inline std::shared_ptr<models::CausalLM> tiny_llama(const std::string& type = "l
   return m;
 }
 
+// "opt": pre-LN with a final LayerNorm (opt-125m's shape); "opt_post_ln": post-LN with
+// project_in / project_out (opt-350m's). Tied head, 4 heads.
+inline std::shared_ptr<models::CausalLM> tiny_opt(const std::string& variant = "opt", uint64_t seed = 0) {
+  torch::manual_seed(seed);
+  nlohmann::json j = {{"model_type", "opt"},      {"vocab_size", 256},       {"hidden_size", 32},
+                      {"ffn_dim", 48},            {"num_hidden_layers", 2},  {"num_attention_heads", 4},
+                      {"max_position_embeddings", 64}};
+  if (variant == "opt_post_ln") {
+    j["do_layer_norm_before"] = false;
+    j["word_embed_proj_dim"] = 48;
+  }
+  auto m = models::from_config(j);
+  widen_weights(*m, 0.4);
+  m->eval();
+  return m;
+}
+
 inline std::vector<std::vector<int64_t>> random_prompts(std::mt19937_64& rng, const std::vector<int64_t>& lengths,
                                                         int64_t vocab = 256) {
   std::vector<std::vector<int64_t>> out;

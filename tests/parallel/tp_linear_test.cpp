@@ -83,6 +83,26 @@ TEST(TpLinear, GatheredOutputAndScatteredInputEqualTheFullLayer) {
   expect_close(x_tp.grad(), x_full.grad(), "input gradient (gather and scatter backward)");
 }
 
+TEST(TpLinear, OverlappedBackwardEqualsTheFullMlp) {
+  // tensor_parallel.tp_overlap_comm: the column layer's input-gradient all-reduce runs during its
+  // weight gradient; values as without it.
+  const int w = tp().size(), r = tp().rank();
+  auto fc1 = make_linear(8, 16, 21), fc2 = make_linear(16, 8, 22);
+  auto col = column_parallel(fc1, tp(), ColumnParallelOptions{.name = "mlp.fc1"});
+  auto row = row_parallel(fc2, tp(), RowParallelOptions{.name = "mlp.fc2"});
+  col->set_overlap_comm(true);
+  torch::manual_seed(23);
+  const torch::Tensor x = torch::randn({3, 5, 8});
+  torch::Tensor x_full = x.clone().requires_grad_(true), x_tp = x.clone().requires_grad_(true);
+  const torch::Tensor y_full = fc2(torch::gelu(fc1(x_full))), y_tp = row(torch::gelu(col(x_tp)));
+  (y_full * y_full).sum().backward();
+  (y_tp * y_tp).sum().backward();
+  expect_close(y_tp, y_full, "output");
+  expect_close(x_tp.grad(), x_full.grad(), "input gradient (summed over the group during the weight gradient)");
+  expect_close(col->weight.grad(), fc1->weight.grad().narrow(0, r * 16 / w, 16 / w), "column weight gradient");
+  expect_close(col->bias.grad(), fc1->bias.grad().narrow(0, r * 16 / w, 16 / w), "column bias gradient");
+}
+
 TEST(TpLinear, SizesThatDoNotSplitNameTheLayerAndTheKey) {
   auto odd = make_linear(8, 10, 9);  // 10 outputs into 3 fused blocks: never whole
   try {

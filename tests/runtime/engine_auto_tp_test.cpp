@@ -19,6 +19,7 @@
 #include "parallel_equivalence.h"
 #include "parallel/tp_linear.h"
 #include "parallel/topology.h"
+#include "parallel/vocab_range.h"
 #include "util/error.h"
 #include "util/memory_ledger.h"
 #include "zero/gathered_parameters.h"
@@ -27,14 +28,25 @@
 namespace ds {
 namespace {
 
-std::string tp_config(int stage, int tp, int micro = partest::kMicro) {
-  return partest::engine_config(stage, tp, 1, {}, micro);
+// `vocab_parallel`, `overlap`: tensor_parallel.vocab_parallel and tp_overlap_comm.
+std::string tp_config(int stage, int tp, int micro = partest::kMicro, bool vocab_parallel = false, bool overlap = false) {
+  std::string c = partest::engine_config(stage, tp, 1, {}, micro);
+  if ((vocab_parallel || overlap) && tp > 1) {
+    const std::string key = fmt::format(R"("autotp_size": {})", tp);
+    c.replace(c.find(key), key.size(),
+              key + (vocab_parallel ? R"(, "vocab_parallel": true)" : "") + (overlap ? R"(, "tp_overlap_comm": true)" : ""));
+  }
+  return c;
 }
 
 // This rank's slice of a reference parameter, cut as AutoTP cut the engine's: a column layer keeps
 // slice r of each fused block (3 for c_attn) along the rows, a row layer slice r of the columns.
 torch::Tensor tp_slice_like(const std::string& name, const torch::Tensor& full, const torch::Tensor& local, int tp, int r) {
   if (local.sizes() == full.sizes()) return full;  // replicated
+  if (name == "transformer.wte.weight") {  // vocab-parallel: uneven ranges of whole rows
+    const parallel::VocabRange rows = parallel::vocab_range(full.size(0), tp, r);
+    return full.narrow(0, rows.begin, rows.size());
+  }
   if (local.size(0) != full.size(0)) {
     const int64_t parts = name.find("c_attn") != std::string::npos ? 3 : 1;
     return parallel::column_slice(full, parts, tp, r, name, "rows");
@@ -44,13 +56,16 @@ torch::Tensor tp_slice_like(const std::string& name, const torch::Tensor& full, 
 
 // `split_per_layer`: how many parameters of each layer AutoTP cuts (GPT-2 6: c_attn w+b, attn.c_proj w,
 // c_fc w+b, mlp.c_proj w; Llama 7: q/k/v/gate/up/o/down weights; OPT 10: q/k/v/fc1 w+b, out_proj/fc2 w).
-void tp_expect_matches_reference(const std::string& which, int stage, int tp, int split_per_layer = 6) {
+// `vocab_parallel`: the embedding and tied head split too (one more split parameter).
+void tp_expect_matches_reference(const std::string& which, int stage, int tp, int split_per_layer = 6,
+                                 bool vocab_parallel = false, bool overlap = false) {
   const int world = comm::launcher_world_size();
   const int dp = world / tp;
   const partest::Reference ref = partest::reference(which, dp);
 
   auto model = partest::make_model(which);
-  auto engine = initialize(model, load_config_text(tp_config(stage, tp), world, "<auto_tp test>"));
+  auto engine = initialize(model, load_config_text(tp_config(stage, tp, partest::kMicro, vocab_parallel, overlap), world,
+                                                   "<auto_tp test>"));
   ASSERT_EQ(engine.topology().model().size(), tp);
   ASSERT_EQ(engine.topology().data_parallel().size(), dp);
   const int d = engine.topology().data_parallel().rank(), r = engine.topology().model().rank();
@@ -84,7 +99,7 @@ void tp_expect_matches_reference(const std::string& which, int stage, int tp, in
     EXPECT_LE(diff, 1e-5) << which << " stage " << stage << " tp " << tp << ": " << p.key();
   }
   const int64_t layers = which == "llama" || which == "opt" ? 2 : partest::gpt2_shape(which).n_layer;
-  EXPECT_EQ(split, layers * split_per_layer) << which << ": the parameters AutoTP cut";
+  EXPECT_EQ(split, layers * split_per_layer + (vocab_parallel ? 1 : 0)) << which << ": the parameters AutoTP cut";
 }
 
 class AutoTp : public ::testing::TestWithParam<int> {};
@@ -95,6 +110,16 @@ TEST_P(AutoTp, TensorParallelTimesDataParallelMatchesThePlainLoop) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroStages, AutoTp, ::testing::Values(0, 1, 2, 3));
+
+// The vocab-parallel embedding, tied head and loss (tensor_parallel.vocab_parallel) on a 257-token
+// vocabulary, uneven over every group: TP=2 with ZeRO 1 and 3 (x DP=2 at -np 4), TP=4 with ZeRO 2;
+// the ZeRO 3 and TP=4 runs with tp_overlap_comm too.
+TEST(AutoTpVocab, SplitEmbeddingAndParallelLossMatchThePlainLoop) {
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group (mpirun -np 2 or 4)";
+  tp_expect_matches_reference("vocab257", 1, 2, 6, /*vocab_parallel=*/true);
+  tp_expect_matches_reference("vocab257", 3, 2, 6, /*vocab_parallel=*/true, /*overlap=*/true);
+  if (comm::launcher_world_size() == 4) tp_expect_matches_reference("vocab257", 2, 4, 6, true, true);
+}
 
 TEST(AutoTpShapes, EightHeadsFourLayersAtTheWholeWorld) {
   if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group (mpirun -np 2 or 4)";
@@ -132,34 +157,41 @@ TEST(AutoTpMemory, EstimateMatchesTheEngineAtEveryStage) {
   // ds-estimate's per-rank bytes under AutoTP (GPT2Config::parameter_sizes(tp), ZeRO over world / tp)
   // equal what a real TP engine holds, kind by kind.
   if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a tensor-parallel group of 2 (mpirun -np 2 or 4)";
-  for (int stage : {0, 1, 2, 3}) {
-    auto engine = initialize(partest::make_model("tiny"), load_config_text(tp_config(stage, 2), comm::launcher_world_size(), "<t>"));
-    zero::EstimateInput in;
-    in.param_numels = partest::gpt2_shape("tiny").parameter_sizes(2);
-    in.world = engine.topology().data_parallel().size();
-    in.plan = engine.dtypes();
-    in.config = &engine.config();
-    const MemoryLedger want = zero::estimate_model_states(in);
-    for (MemKind k : {MemKind::Params, MemKind::Grads, MemKind::Master, MemKind::OptimizerState, MemKind::Buffers})
-      EXPECT_EQ(engine.memory().bytes(Tier::Device, k), want.bytes(Tier::Device, k))
-          << "stage " << stage << " " << to_string(k) << "\nengine:\n" << engine.memory().table() << "estimate:\n"
-          << want.table();
-  }
+  // With the vocab-parallel embedding (257 rows: 129 + 128) the estimate is group rank 0's, the most
+  // any rank holds.
+  for (int stage : {0, 1, 2, 3})
+    for (bool vocab : {false, true}) {
+      auto engine = initialize(partest::make_model("vocab257"), load_config_text(tp_config(stage, 2, partest::kMicro, vocab),
+                                                                                 comm::launcher_world_size(), "<t>"));
+      zero::EstimateInput in;
+      in.param_numels = partest::gpt2_shape("vocab257").parameter_sizes(2, vocab);
+      in.world = engine.topology().data_parallel().size();
+      in.plan = engine.dtypes();
+      in.config = &engine.config();
+      const MemoryLedger want = zero::estimate_model_states(in);
+      const bool holds_most = !vocab || engine.topology().model().rank() == 0;
+      for (MemKind k : {MemKind::Params, MemKind::Grads, MemKind::Master, MemKind::OptimizerState, MemKind::Buffers}) {
+        const auto got = engine.memory().bytes(Tier::Device, k), est = want.bytes(Tier::Device, k);
+        EXPECT_TRUE(holds_most ? got == est : got <= est)
+            << "stage " << stage << (vocab ? " vocab-parallel " : " ") << to_string(k) << "\nengine:\n"
+            << engine.memory().table() << "estimate:\n" << want.table();
+      }
+    }
 }
 
 // --- checkpoints hold whole tensors: saved at TP=2 x DP=2, they load at TP=1 x DP=4 and TP=4 x DP=1
 // (each rank its slices of them), and ds-zero-to-fp32 exports the whole model ---
 
-TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
-  if (!partest::world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
+// `vocab_parallel`: saved, and resumed at TP=4, with the embedding split too.
+void expect_resumes_at_other_tp_sizes(const std::string& which, bool vocab_parallel) {
   constexpr int kSaveAt = 3, kEnd = 5;
-  const partest::Reference at_save = partest::reference("tiny", 2, kSaveAt), at_end = partest::reference("tiny", 2, kEnd);
-  const std::filesystem::path dir = ::testing::TempDir() + "auto_tp_resume";
+  const partest::Reference at_save = partest::reference(which, 2, kSaveAt), at_end = partest::reference(which, 2, kEnd);
+  const std::filesystem::path dir = ::testing::TempDir() + "auto_tp_resume_" + which;
   auto data = partest::corpus();
   models::BatchSampler sampler(data, partest::kSeqLen, 7);
   {
-    auto model = partest::make_model("tiny");
-    auto a = initialize(model, load_config_text(tp_config(1, 2), 4, "<tp 2 x dp 2>"));
+    auto model = partest::make_model(which);
+    auto a = initialize(model, load_config_text(tp_config(1, 2, partest::kMicro, vocab_parallel), 4, "<tp 2 x dp 2>"));
     const int d = a.topology().data_parallel().rank();
     for (int step = 0; step < kSaveAt; ++step)
       for (int m = 0; m < partest::kGas; ++m) {
@@ -176,12 +208,12 @@ TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
     int tp, stage, micro;
   };
   for (const Resume r : {Resume{1, 2, 1}, Resume{4, 3, 4}}) {
-    auto model = partest::make_model("tiny");
+    auto model = partest::make_model(which);
     {
       torch::NoGradGuard no_grad;
       for (auto& p : model->parameters()) p.add_(1.0);  // everything must come from the checkpoint
     }
-    auto b = initialize(model, load_config_text(tp_config(r.stage, r.tp, r.micro), 4, "<resume>"));
+    auto b = initialize(model, load_config_text(tp_config(r.stage, r.tp, r.micro, vocab_parallel), 4, "<resume>"));
     ASSERT_TRUE(b.load_checkpoint(dir.string()).has_value());
     const int d = b.topology().data_parallel().rank(), dp = b.topology().data_parallel().size();
     for (int step = kSaveAt; step < kEnd; ++step)
@@ -202,6 +234,16 @@ TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
     b.communicator().barrier();
     if (r.tp == 4 && b.rank() == 0) std::filesystem::remove_all(dir);
   }
+}
+
+TEST(AutoTpCheckpoint, ResumesAtAnotherTensorParallelSize) {
+  if (!partest::world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
+  expect_resumes_at_other_tp_sizes("tiny", false);
+}
+
+TEST(AutoTpVocab, ResumesAtAnotherTensorParallelSize) {
+  if (!partest::world_is({4})) GTEST_SKIP() << "runs at mpirun -np 4";
+  expect_resumes_at_other_tp_sizes("vocab257", true);  // 129 + 128 rows saved; 65 + 64 + 64 + 64 loaded
 }
 
 // --- refusals: each names the key and the layer; a group given different batches is stopped at the
@@ -236,6 +278,15 @@ TEST(AutoTpRefusals, SizesModelsAndCheckpointsThatCannotBeSplit) {
   what = tp_init_error(no_linear, 2);
   EXPECT_NE(what.find("tensor_parallel.autotp_size: 2: the model has no layer AutoTP can split"), std::string::npos)
       << what;
+
+  try {  // the vocab-parallel split needs a head tied to the embedding (GPT-2's)
+    auto llama = initialize(partest::make_model("llama"), load_config_text(tp_config(0, 2, partest::kMicro, true), 2, "<t>"));
+    ADD_FAILURE() << "a Llama model's vocabulary was split";
+  } catch (const ConfigError& e) {
+    what = e.what();
+    EXPECT_NE(what.find("tensor_parallel.vocab_parallel: llama models have no vocab-parallel embedding"), std::string::npos)
+        << what;
+  }
 
   auto engine = initialize(partest::make_model("tiny"), load_config_text(tp_config(1, 2), 2, "<t>"));
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "format/safetensors.h"
 #include "models/causal_lm.h"
 #include "parallel_equivalence.h"
 #include "util/error.h"
@@ -77,6 +78,22 @@ void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::O
     EXPECT_LE((p.value().detach() - want).abs().max().item<double>(), 1e-5) << what << ": " << p.key();
   }
   EXPECT_GT(held, 0u) << what;
+
+  // save_16bit_model: every stage's parameters (TP slices put back together), in one file on rank 0.
+  const std::string out = ::testing::TempDir() + fmt::format("pipe_16bit_{}_{}_{}_{}", stages, tp, sp, stage);
+  engine.save_16bit_model(out);
+  if (engine.rank() == 0) {
+    format::SafetensorsFile f(out + "/model.safetensors");
+    EXPECT_EQ(f.tensors().size(), ref.params.size()) << what << ": the tied wte once, every other parameter";
+    for (const auto& [name, want] : ref.params) {
+      const auto& info = f.at(name);
+      ASSERT_EQ(info.shape, want.sizes().vec()) << what << ": " << name;
+      torch::Tensor got = torch::empty(info.shape, torch::kFloat32);
+      f.read(info, got.data_ptr(), got.numel() * sizeof(float));
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-5) << what << ": saved " << name;
+    }
+    std::filesystem::remove_all(out);
+  }
 
   // eval_batch: the trained pipe's mean loss on step 0's micro-batches is the reference model's.
   auto check = partest::make_model("deep8");

@@ -38,7 +38,8 @@ inline bool world_is(std::initializer_list<int> worlds) {
   return std::find(worlds.begin(), worlds.end(), w) != worlds.end();
 }
 
-// "tiny": GPT-2 tiny (64 wide, 2 layers, 4 heads); "deep": 4 layers, 8 heads; "deep8": 8 layers, 4 heads.
+// "tiny": GPT-2 tiny (64 wide, 2 layers, 4 heads); "deep": 4 layers, 8 heads; "deep8": 8 layers, 4 heads;
+// "vocab257": tiny with 257 tokens.
 inline models::GPT2Config gpt2_shape(const std::string& which) {
   models::GPT2Config c = models::GPT2Config::preset("tiny");
   if (which == "deep") {
@@ -46,6 +47,7 @@ inline models::GPT2Config gpt2_shape(const std::string& which) {
     c.n_head = 8;
   }
   if (which == "deep8") c.n_layer = 8;
+  if (which == "vocab257") c.vocab_size = 257;  // splits unevenly over 2 and 4 ranks (vocab-parallel)
   return c;
 }
 
