@@ -71,10 +71,12 @@ torch::Tensor CausalLM::token_loss(const torch::Tensor& logits, const torch::Ten
   if (!sequence_parallel()) return lm_loss(logits, targets);
   comm::Communicator& sp = *sp_slot_->comm;
   const torch::Tensor mine = parallel::shard_sequence(targets, sp).reshape({-1});  // aligned with the local logits
-  auto flat = logits.reshape({-1, logits.size(-1)}).to(torch::kFloat);
-  namespace F = torch::nn::functional;
-  auto sum = F::cross_entropy(flat, mine, F::CrossEntropyFuncOptions().reduction(torch::kSum));  // -100 ignored
-  return parallel::sequence_parallel_mean(sum, (mine != -100).sum().item<int64_t>(), sp);
+  const int64_t count = (mine != -100).sum().item<int64_t>();
+  // The fused loss, as lm_loss (no fp32 log-softmax of the logits' size), as a sum over the counted
+  // tokens; a block with none still joins the group's mean (a zero with the logits' graph).
+  const torch::Tensor sum = count > 0 ? nn::cross_entropy(logits.reshape({-1, logits.size(-1)}), mine) * double(count)
+                                      : logits.sum().to(torch::kFloat) * 0.0;
+  return parallel::sequence_parallel_mean(sum, count, sp);
 }
 
 torch::Tensor CausalLM::forward(const torch::Tensor& idx, const torch::Tensor& targets) {
