@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/unicode.h"
+#include <fmt/format.h>
 
 namespace ds::serve {
 
@@ -27,8 +27,17 @@ json envelope(const ResponseContext& ctx, bool chunk) {
 
 }  // namespace
 
+// A token's text: itself when it is whole UTF-8, else OpenAI's "bytes:\xNN..." (a byte of a
+// character cut between tokens; distinct tokens stay distinct keys of top_logprobs).
+std::string token_text(const std::string& bytes) {
+  if (is_valid_utf8(bytes)) return bytes;
+  std::string s = "bytes:";
+  for (unsigned char c : bytes) s += fmt::format("\\x{:02x}", c);
+  return s;
+}
+
 json logprobs_json(Endpoint endpoint, const std::vector<LogprobEntry>& entries) {
-  auto text = [](const std::string& bytes) { return data::utf8_lossy(bytes); };
+  auto text = [](const std::string& bytes) { return token_text(bytes); };
   if (endpoint == Endpoint::kCompletions) {
     json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
     for (const auto& e : entries) {

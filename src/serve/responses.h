@@ -41,6 +41,9 @@ std::string stream_chunk(const ResponseContext& ctx, int64_t index, const std::s
                          bool first);
 // A choice's `logprobs` object. Completions: {tokens, token_logprobs, top_logprobs (token → logprob),
 // text_offset}; chat: {content: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+// Tokens are shown by token_text.
+// A token's text in logprobs: the token when its bytes are whole UTF-8, else "bytes:\xNN...".
+std::string token_text(const std::string& bytes);
 nlohmann::json logprobs_json(Endpoint endpoint, const std::vector<LogprobEntry>& entries);
 // The extra last chunk of stream_options.include_usage: no choices, the usage.
 std::string usage_chunk(const ResponseContext& ctx, const Usage& usage);

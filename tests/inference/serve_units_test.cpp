@@ -281,7 +281,9 @@ TEST(ServeStop, ChoiceStreamLogprobsFollowTheText) {
   // The JSON of both endpoints.
   const auto comp = logprobs_json(Endpoint::kCompletions, got);
   EXPECT_EQ(comp["tokens"][0], "h");
-  EXPECT_EQ(comp["tokens"][1], "\xef\xbf\xbd") << "a lone byte of a character is shown as U+FFFD";
+  EXPECT_EQ(comp["tokens"][1], "bytes:\\xc3") << "a lone byte of a character is shown as OpenAI does";
+  EXPECT_EQ(token_text("\xe2\x82"), "bytes:\\xe2\\x82");
+  EXPECT_EQ(token_text("\xc3\xa9"), "\xc3\xa9");
   EXPECT_EQ(comp["token_logprobs"][3], -0.5);
   EXPECT_EQ(comp["top_logprobs"][0]["?"], -1.5);
   EXPECT_EQ(comp["text_offset"], nlohmann::json::array({1, 2, 2, 3}));
