@@ -1,7 +1,5 @@
 #include "serve/choice_stream.h"
 
-#include "data/unicode.h"
-
 namespace ds::serve {
 
 namespace {
