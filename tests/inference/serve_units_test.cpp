@@ -7,12 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "inference_test_util.h"
 #include "serve/api_error.h"
 #include "serve/choice_stream.h"
 #include "serve/metrics.h"
 #include "serve/prepare.h"
 #include "serve/request.h"
 #include "serve/responses.h"
+#include "serve/serving_loop.h"
 #include "serve/stop_matcher.h"
 #include "serve/text_codec.h"
 
@@ -292,6 +294,59 @@ TEST(ServeStop, ChoiceStreamLogprobsFollowTheText) {
   EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "?");
   EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["logprob"], -1.5);
   EXPECT_EQ(chat["content"].size(), 4u);
+}
+
+// OpenAI's n through the engine thread: one sequence per choice, events tagged by index; one choice
+// cancelled (as a matched stop string does) ends at once while the other runs to max_tokens.
+TEST(ServeLoop, ChoicesAreSequencesAndOneCanBeCancelledAlone) {
+  inference::EngineOptions o;
+  o.num_kv_blocks = 64;
+  o.kv_block_size = 4;
+  Metrics m;
+  declare_serve_metrics(m);
+  // 5 ms a step: 30 tokens take 150 ms, time enough to cancel choice 0 after its first token.
+  ServingLoop loop(std::make_unique<inference::InferenceEngine>(inference::testing::tiny_gpt2(1), o), m,
+                   {std::chrono::milliseconds(5)});
+  inference::SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 30;
+  p.ignore_eos = true;
+  const auto now = Clock::now();
+  auto h = loop.submit({1, 2, 3}, choice_params(p, 2), now, now + std::chrono::seconds(60));
+  std::vector<std::vector<int64_t>> tokens(2);
+  std::vector<inference::FinishReason> finish(2, inference::FinishReason::kNone);
+  bool accepted = false;
+  int finished = 0;
+  while (finished < 2) {
+    auto e = h->next(std::chrono::seconds(10));
+    ASSERT_TRUE(e.has_value()) << "no event for 10 s";
+    ASSERT_TRUE(e->error.empty()) << e->error;
+    if (e->accepted) {
+      accepted = true;
+      continue;
+    }
+    ASSERT_TRUE(e->index == 0 || e->index == 1) << e->index;
+    auto& t = tokens[static_cast<size_t>(e->index)];
+    t.insert(t.end(), e->tokens.begin(), e->tokens.end());
+    if (e->index == 0 && !t.empty()) h->cancel_choice(0);
+    if (e->finished) {
+      finish[static_cast<size_t>(e->index)] = e->finish;
+      ++finished;
+    }
+  }
+  EXPECT_TRUE(accepted);
+  EXPECT_EQ(finish[1], inference::FinishReason::kLength);
+  EXPECT_EQ(tokens[1].size(), 30u);
+  EXPECT_EQ(finish[0], inference::FinishReason::kAborted);
+  EXPECT_LT(tokens[0].size(), 30u) << "the cancelled choice ran to max_tokens";
+  EXPECT_TRUE(std::equal(tokens[0].begin(), tokens[0].end(), tokens[1].begin())) << "greedy choices differ";
+  // A request the engine refuses gets the engine's reason as its first event.
+  p.frequency_penalty = 3;
+  auto refused = loop.submit({1, 2, 3}, choice_params(p, 2), now, now + std::chrono::seconds(60));
+  auto e = refused->next(std::chrono::seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->error.find("frequency_penalty"), std::string::npos) << e->error;
+  loop.stop();
 }
 
 TEST(ServeMetrics, PrometheusText) {
