@@ -12,6 +12,8 @@
 // better) and `BENCH serve_ttft_p95` (ms at --bench-clients vs static, lower is better).
 //
 //   OPENBLAS_CORETYPE=SkylakeX ./build/benchmarks/serve_bench --clients 1,4,16,64
+//   ./build/benchmarks/serve_bench --write-model DIR   (the random model as a folder ds-serve loads;
+//                                                       benchmarks/serve_load.sh uses it)
 #include <CLI/CLI.hpp>
 
 #include <httplib.h>
@@ -29,6 +31,7 @@
 
 #include "inference/engine.h"
 #include "models/gpt2.h"
+#include "models/pretrained.h"
 #include "serve/server.h"
 #include "util/blas_core_select.h"
 
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
   app.add_option("--requests-per-client", per_client, "requests per level = max(this x clients, --min-requests)")
       ->capture_default_str();
   app.add_option("--min-requests", min_requests, "fewest requests per level")->capture_default_str();
+  std::string write_model;
+  app.add_option("--write-model", write_model, "save the random GPT-2 (--embd, --layers, --positions) to this folder and exit");
   app.add_option("--repeats", repeats, "runs of ours and static per level, the best kept (the machine is shared)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -227,6 +232,11 @@ int main(int argc, char** argv) {
                              .n_head = std::max<int64_t>(1, embd / 32)};
   auto model = std::make_shared<ds::models::GPT2Impl>(cfg);
   model->eval();
+  if (!write_model.empty()) {
+    ds::models::save_pretrained(*model, write_model);
+    std::printf("serve_bench: wrote %s to %s\n", model->describe().c_str(), write_model.c_str());
+    return 0;
+  }
   const int64_t max_c = *std::max_element(levels.begin(), levels.end());
   const size_t pool = static_cast<size_t>(std::max(per_client * max_c, min_requests));
   std::mt19937_64 rng(1);

@@ -88,7 +88,7 @@ void InferenceEngine::abort(int64_t id) {
 }
 
 void InferenceEngine::sample_next(Sequence& seq, const torch::Tensor& logits) {
-  auto r = sample_token(logits, seq.tokens, seq.params, seq.rng);
+  auto r = sample_token(logits, seq.tokens, seq.params, seq.rng, seq.prompt_len);
   const auto& stops = seq.params.stop_token_ids;
   const auto& eos_ids = options_.eos_token_ids;
   const bool eos = !seq.params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), r.token) != eos_ids.end();

@@ -15,7 +15,7 @@ std::vector<int64_t> naive_generate(models::CausalLM& model, const std::vector<i
   while (static_cast<int64_t>(out.size()) < params.max_tokens && static_cast<int64_t>(tokens.size()) < max_positions) {
     auto idx = torch::tensor(tokens, torch::kLong).unsqueeze(0);  // [1,T]
     auto logits = model.forward(idx)[0][-1].to(torch::kFloat);     // [V]
-    const int64_t next = sample_token(logits, tokens, params, rng).token;
+    const int64_t next = sample_token(logits, tokens, params, rng, static_cast<int64_t>(prompt.size())).token;
     if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
     tokens.push_back(next);
     out.push_back(next);

@@ -10,19 +10,31 @@ namespace {
 
 constexpr int64_t kMaxLogprobs = 20;  // OpenAI's limit
 
-torch::Tensor penalized(const torch::Tensor& logits, std::span<const int64_t> history, double penalty) {
+}  // namespace
+
+torch::Tensor penalized_logits(const torch::Tensor& logits, std::span<const int64_t> history,
+                               const SamplingParams& params, int64_t prompt_len) {
   auto out = logits.to(torch::kFloat).clone();
-  if (penalty == 1.0 || history.empty()) return out;
-  std::vector<int64_t> seen(history.begin(), history.end());
-  std::sort(seen.begin(), seen.end());
-  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-  auto idx = torch::from_blob(seen.data(), {static_cast<int64_t>(seen.size())}, torch::kLong).clone();
-  auto v = out.index_select(0, idx);
-  out.index_copy_(0, idx, torch::where(v > 0, v / penalty, v * penalty));
+  const double penalty = params.repetition_penalty;
+  if (penalty != 1.0 && !history.empty()) {
+    std::vector<int64_t> seen(history.begin(), history.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    auto idx = torch::from_blob(seen.data(), {static_cast<int64_t>(seen.size())}, torch::kLong).clone();
+    auto v = out.index_select(0, idx);
+    out.index_copy_(0, idx, torch::where(v > 0, v / penalty, v * penalty));
+  }
+  const auto start = static_cast<size_t>(std::clamp<int64_t>(prompt_len, 0, static_cast<int64_t>(history.size())));
+  if ((params.frequency_penalty != 0.0 || params.presence_penalty != 0.0) && start < history.size()) {
+    auto counts = torch::zeros_like(out);  // c[j]: times token j was generated
+    auto ids = torch::from_blob(const_cast<int64_t*>(history.data()) + start,
+                                {static_cast<int64_t>(history.size() - start)}, torch::kLong)
+                   .clone();
+    counts.index_add_(0, ids, torch::ones({ids.size(0)}, torch::kFloat));
+    out -= counts * params.frequency_penalty + (counts > 0).to(torch::kFloat) * params.presence_penalty;
+  }
   return out;
 }
-
-}  // namespace
 
 void SamplingParams::validate() const {
   auto fail = [](const std::string& key, const std::string& msg) { throw ConfigError(key, msg); };
@@ -33,6 +45,10 @@ void SamplingParams::validate() const {
   if (!(top_p > 0.0 && top_p <= 1.0)) fail("top_p", "must be in (0, 1] (1 turns it off), got " + std::to_string(top_p));
   if (!(repetition_penalty > 0.0 && std::isfinite(repetition_penalty)))
     fail("repetition_penalty", "must be a finite number > 0 (1 turns it off), got " + std::to_string(repetition_penalty));
+  if (!(presence_penalty >= -2.0 && presence_penalty <= 2.0))
+    fail("presence_penalty", "must be in [-2, 2] (0 turns it off), got " + std::to_string(presence_penalty));
+  if (!(frequency_penalty >= -2.0 && frequency_penalty <= 2.0))
+    fail("frequency_penalty", "must be in [-2, 2] (0 turns it off), got " + std::to_string(frequency_penalty));
   if (logprobs && (*logprobs < 0 || *logprobs > kMaxLogprobs))
     fail("logprobs", "must be in [0, 20], got " + std::to_string(*logprobs));
   for (const auto& s : stop_sequences)
@@ -40,8 +56,8 @@ void SamplingParams::validate() const {
 }
 
 torch::Tensor sampling_distribution(const torch::Tensor& logits, std::span<const int64_t> history,
-                                    const SamplingParams& params) {
-  auto x = penalized(logits, history, params.repetition_penalty);  // [V] fp32
+                                    const SamplingParams& params, int64_t prompt_len) {
+  auto x = penalized_logits(logits, history, params, prompt_len);  // [V] fp32
   if (params.temperature == 0.0) {
     auto probs = torch::zeros_like(x);
     probs[x.argmax().item<int64_t>()] = 1.0f;
@@ -65,12 +81,12 @@ torch::Tensor sampling_distribution(const torch::Tensor& logits, std::span<const
 }
 
 SampleResult sample_token(const torch::Tensor& logits, std::span<const int64_t> history, const SamplingParams& params,
-                          std::mt19937_64& rng) {
+                          std::mt19937_64& rng, int64_t prompt_len) {
   SampleResult r;
   if (params.temperature == 0.0) {
-    r.token = penalized(logits, history, params.repetition_penalty).argmax().item<int64_t>();
+    r.token = penalized_logits(logits, history, params, prompt_len).argmax().item<int64_t>();
   } else {
-    auto probs = sampling_distribution(logits, history, params).contiguous();
+    auto probs = sampling_distribution(logits, history, params, prompt_len).contiguous();
     const float* p = probs.data_ptr<float>();
     const int64_t v = probs.size(0);
     double total = 0.0;

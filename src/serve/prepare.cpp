@@ -43,11 +43,22 @@ PreparedRequest prepare_request(const GenerationRequest& r, const TextCodec& cod
   sp.top_p = r.top_p;
   sp.top_k = r.top_k;
   sp.repetition_penalty = r.repetition_penalty;
+  sp.presence_penalty = r.presence_penalty;
+  sp.frequency_penalty = r.frequency_penalty;
+  sp.logprobs = r.logprobs;
   sp.seed = r.seed;
   sp.ignore_eos = r.ignore_eos;
-  for (const auto& s : r.stop) sp.stop_sequences.push_back(codec.encode(s, /*add_special_tokens=*/false));
+  // Stop strings are matched on the decoded text (ChoiceStream), not as token sequences: a stop
+  // string may end inside a token or be spelled by other tokens than its own encoding.
   if (chat && !r.ignore_eos) sp.stop_token_ids = codec.chat_stop_ids();
   return p;
+}
+
+std::vector<inference::SamplingParams> choice_params(const inference::SamplingParams& params, int64_t n) {
+  std::vector<inference::SamplingParams> out(static_cast<size_t>(n), params);
+  if (params.seed)
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)].seed = *params.seed + static_cast<uint64_t>(i);
+  return out;
 }
 
 }  // namespace ds::serve

@@ -20,8 +20,12 @@ struct PromptLimits {
 
 struct PreparedRequest {
   std::vector<int64_t> prompt;
-  inference::SamplingParams params;
+  inference::SamplingParams params;  // choice 0's; choice_params gives each choice its own seed
 };
+
+// The parameters of each of the request's n choices: with a seed, choice i draws from seed + i (each
+// choice reproducible, the choices different); without, every choice gets a seed from the engine.
+std::vector<inference::SamplingParams> choice_params(const inference::SamplingParams& params, int64_t n);
 
 // ApiError (400) naming the field: prompt too long, max_tokens over the context, bad token ids.
 PreparedRequest prepare_request(const GenerationRequest& r, const TextCodec& codec, const PromptLimits& limits);

@@ -153,6 +153,27 @@ void parse_stop(const json& body, GenerationRequest& r) {
     if (x.empty()) throw bad_request("'stop' holds an empty string", "stop");
 }
 
+// Completions: `logprobs` is an integer 0..5 (null: off). Chat: `logprobs` a boolean and
+// `top_logprobs` 0..20, which needs `logprobs: true` (OpenAI's rules).
+void parse_logprobs(const json& body, GenerationRequest& r) {
+  if (r.endpoint == Endpoint::kCompletions) {
+    const json* v = field(body, "logprobs");
+    if (!v) return;
+    if (v->is_boolean()) throw wrong_type("logprobs", "an integer in [0, 5] (completions)", *v);
+    const auto k = integer(body, "logprobs");
+    if (*k < 0 || *k > 5) throw bad_request("'logprobs' must be in [0, 5], got " + std::to_string(*k), "logprobs");
+    r.logprobs = k;
+    return;
+  }
+  const bool on = boolean(body, "logprobs", false);
+  const auto top = integer(body, "top_logprobs");
+  if (top && (*top < 0 || *top > 20))
+    throw bad_request("'top_logprobs' must be in [0, 20], got " + std::to_string(*top), "top_logprobs");
+  if (top && !on)
+    throw bad_request("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
+  if (on) r.logprobs = top.value_or(0);
+}
+
 }  // namespace
 
 bool is_valid_utf8(std::string_view s) {
@@ -205,17 +226,22 @@ GenerationRequest parse_request(std::string_view body, Endpoint endpoint) {
   }
   parse_stop(j, r);
 
-  if (auto n = integer(j, "n"); n && *n != 1)
-    throw bad_request("'n' must be 1 (ds-serve returns one choice; send n requests for n choices)", "n",
+  r.presence_penalty = number(j, "presence_penalty", 0.0, -2.0, 2.0);
+  r.frequency_penalty = number(j, "frequency_penalty", 0.0, -2.0, 2.0);
+  if (auto n = integer(j, "n")) {
+    if (*n < 1 || *n > kMaxChoices)
+      throw bad_request("'n' must be in [1, " + std::to_string(kMaxChoices) + "], got " + std::to_string(*n), "n");
+    r.n = *n;
+  }
+  if (auto b = integer(j, "best_of"); b && *b != r.n && *b != 1)
+    throw bad_request("'best_of' is not supported by ds-serve (one candidate per choice); leave it out", "best_of",
                       "unsupported_parameter");
-  number(j, "presence_penalty", 0.0, -2.0, 2.0);
-  number(j, "frequency_penalty", 0.0, -2.0, 2.0);
-  refuse_unless_default(j, "presence_penalty", 0, "use repetition_penalty");
-  refuse_unless_default(j, "frequency_penalty", 0, "use repetition_penalty");
-  refuse_unless_default(j, "echo", false, "the prompt is not repeated");
-  refuse_unless_default(j, "best_of", 1, "one candidate per request");
-  refuse_unless_default(j, "logprobs", endpoint == Endpoint::kChat ? json(false) : json(nullptr),
-                        "logprobs are not reported over HTTP yet");
+  parse_logprobs(j, r);
+  if (endpoint == Endpoint::kCompletions) r.echo = boolean(j, "echo", false);
+  if (r.echo && r.logprobs)
+    throw bad_request("'echo' together with 'logprobs' would need the prompt's logprobs, which ds-serve does not "
+                      "compute; drop one of them",
+                      "echo", "unsupported_parameter");
   refuse_unless_default(j, "suffix", json(nullptr), "no insertion");
   return r;
 }

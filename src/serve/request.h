@@ -1,7 +1,7 @@
 // The typed form of a POST /v1/completions or /v1/chat/completions body. parse_request checks the
 // body as OpenAI does: not UTF-8 or not JSON → 400; a known field of the wrong type or out of range
-// → 400 naming it; unknown fields are ignored; fields ds-serve does not implement (n > 1, echo,
-// best_of, logprobs, penalties) are refused by name when set to anything but their default.
+// → 400 naming it; unknown fields are ignored; fields ds-serve does not implement (best_of > 1,
+// suffix, echo together with logprobs) are refused by name when set to anything but their default.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +27,21 @@ struct GenerationRequest {
   double top_p = 1.0;
   int64_t top_k = 0;                        // vLLM's extension; 0 is off
   double repetition_penalty = 1.0;          // vLLM's extension; 1 is off
-  std::vector<std::string> stop;            // at most 4 strings
+  double presence_penalty = 0.0;            // [-2, 2]
+  double frequency_penalty = 0.0;           // [-2, 2]
+  int64_t n = 1;                            // choices, each its own sequence
+  // Set: report each token's logprob and this many top alternatives (completions' integer
+  // `logprobs` 0..5; chat's `logprobs: true` with `top_logprobs` 0..20).
+  std::optional<int64_t> logprobs;
+  bool echo = false;                        // completions: the prompt text opens each choice
+  std::vector<std::string> stop;            // at most 4 strings, matched on the decoded text
   std::optional<uint64_t> seed;
   bool ignore_eos = false;                  // vLLM's extension
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
 };
+
+constexpr int64_t kMaxChoices = 128;  // OpenAI's limit on n
 
 // Throws ApiError (400) naming the field and the fix.
 GenerationRequest parse_request(std::string_view body, Endpoint endpoint);

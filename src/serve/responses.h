@@ -5,7 +5,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "serve/choice_stream.h"
 #include "serve/request.h"
 
 namespace ds::serve {
@@ -22,12 +26,25 @@ struct Usage {
   int64_t completion_tokens = 0;
 };
 
-// finish_reason: "stop", "length", or "abort" (cancelled at shutdown).
-std::string full_response(const ResponseContext& ctx, const std::string& text, const std::string& finish_reason,
-                          const Usage& usage);
-// One chunk: `delta` text; finish_reason set on the last; chat's first chunk carries the role.
-std::string stream_chunk(const ResponseContext& ctx, const std::string& delta,
-                         const std::optional<std::string>& finish_reason, bool first);
+struct ChoiceResult {
+  int64_t index = 0;
+  std::string text;
+  std::string finish_reason;  // "stop", "length", or "abort" (cancelled at shutdown)
+  std::optional<std::vector<LogprobEntry>> logprobs;  // set when the request asked for logprobs
+};
+
+std::string full_response(const ResponseContext& ctx, const std::vector<ChoiceResult>& choices, const Usage& usage);
+// One chunk of choice `index`: `delta` text and, when asked for, its tokens' logprobs;
+// finish_reason set on the choice's last; chat's first chunk of a choice carries the role.
+std::string stream_chunk(const ResponseContext& ctx, int64_t index, const std::string& delta,
+                         const std::vector<LogprobEntry>* logprobs, const std::optional<std::string>& finish_reason,
+                         bool first);
+// A choice's `logprobs` object. Completions: {tokens, token_logprobs, top_logprobs (token → logprob),
+// text_offset}; chat: {content: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+// Tokens are shown by token_text.
+// A token's text in logprobs: the token when its bytes are whole UTF-8, else "bytes:\xNN...".
+std::string token_text(const std::string& bytes);
+nlohmann::json logprobs_json(Endpoint endpoint, const std::vector<LogprobEntry>& entries);
 // The extra last chunk of stream_options.include_usage: no choices, the usage.
 std::string usage_chunk(const ResponseContext& ctx, const Usage& usage);
 std::string models_response(const std::string& model, int64_t created);

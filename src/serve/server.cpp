@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "serve/api_error.h"
+#include "serve/choice_stream.h"
 #include "serve/prepare.h"
 #include "serve/request.h"
 #include "serve/responses.h"
@@ -47,16 +48,32 @@ void await_admission(RequestHandle& h) {
   }
 }
 
+// Aborts what is left of a request when its HTTP answer ends early (an error, a timeout); harmless
+// after every choice finished.
+struct CancelOnExit {
+  RequestHandle& h;
+  ~CancelOnExit() { h.cancel(); }
+};
+
+// One choice of a streamed response.
+struct StreamChoice {
+  ChoiceStream text;
+  bool done = false;
+};
+
 // Everything one streamed response needs after the handler has returned.
 struct StreamState {
   std::shared_ptr<RequestHandle> handle;
-  StreamDecoder decoder;
+  std::vector<StreamChoice> choices;
   ResponseContext ctx;
   bool include_usage = false;
+  bool logprobs = false;
   double timeout_s = 0;
   bool started = false, finished = false;
+  int64_t remaining = 0;                        // choices not finished
+  int64_t prompt_tokens = 0, completion_tokens = 0;
   std::atomic<bool> slot_held{true};
-  StreamState(std::shared_ptr<RequestHandle> h, const TextCodec& codec) : handle(std::move(h)), decoder(codec) {}
+  explicit StreamState(std::shared_ptr<RequestHandle> h) : handle(std::move(h)) {}
 };
 
 }  // namespace
@@ -124,16 +141,17 @@ struct Server::Impl {
       PreparedRequest p = prepare_request(r, codec, limits);
       const auto deadline = arrival + std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(opt.request_timeout_s));
-      auto handle = loop.submit(std::move(p.prompt), std::move(p.params), arrival, deadline);
+      auto handle = loop.submit(std::move(p.prompt), choice_params(p.params, r.n), arrival, deadline);
       await_admission(*handle);
       const std::string id = (ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
       ResponseContext ctx{ep, id, opt.model_name, static_cast<int64_t>(std::time(nullptr))};
+      const std::string prefix = !r.echo ? "" : r.prompt_ids ? codec.decode(*r.prompt_ids) : r.prompt;
       if (r.stream) {
-        stream(res, std::move(handle), ctx, r.include_usage);
+        stream(res, std::move(handle), ctx, r, prefix);
         slot.held = false;  // the releaser gives it back when the stream ends
         return;
       }
-      whole(res, *handle, ctx);
+      whole(res, *handle, ctx, r, prefix);
       count(ep, res.status);
     } catch (const ApiError& e) {
       count(ep, e.status);
@@ -141,28 +159,57 @@ struct Server::Impl {
     }
   }
 
-  void whole(httplib::Response& res, RequestHandle& h, const ResponseContext& ctx) {
-    std::vector<int64_t> tokens;
-    while (true) {
+  void whole(httplib::Response& res, RequestHandle& h, const ResponseContext& ctx, const GenerationRequest& r,
+             const std::string& prefix) {
+    CancelOnExit cancel_rest{h};
+    std::vector<ChoiceStream> streams;
+    std::vector<ChoiceResult> results(static_cast<size_t>(r.n));
+    for (int64_t i = 0; i < r.n; ++i) {
+      streams.emplace_back(codec, r.stop, prefix);
+      results[static_cast<size_t>(i)].index = i;
+      if (r.logprobs) results[static_cast<size_t>(i)].logprobs.emplace();
+    }
+    auto add = [](ChoiceResult& c, ChoiceDelta d) {
+      c.text += d.text;
+      if (c.logprobs) c.logprobs->insert(c.logprobs->end(), d.logprobs.begin(), d.logprobs.end());
+    };
+    Usage usage;
+    int64_t remaining = r.n;
+    while (remaining > 0) {
       auto e = h.next(kPoll);
       if (!e) continue;
-      tokens.insert(tokens.end(), e->tokens.begin(), e->tokens.end());
-      if (!e->finished) continue;
-      if (e->timed_out) throw timeout_error(opt.request_timeout_s);
-      res.status = 200;
-      res.set_content(full_response(ctx, codec.decode(tokens), finish_word(*e), {e->prompt_tokens, e->output_tokens}),
-                      "application/json");
-      return;
+      const auto i = static_cast<size_t>(e->index);
+      ChoiceResult& c = results[i];
+      if (!c.finish_reason.empty()) continue;  // events after its stop string
+      usage.prompt_tokens = e->prompt_tokens;
+      add(c, streams[i].push(e->tokens, e->logprobs));
+      if (streams[i].stopped()) {
+        h.cancel_choice(e->index);  // its sequence ends now; the text ended before the stop string
+        c.finish_reason = "stop";
+      } else if (e->finished) {
+        if (e->timed_out) throw timeout_error(opt.request_timeout_s);
+        add(c, streams[i].finish());
+        c.finish_reason = finish_word(*e);
+      } else {
+        continue;
+      }
+      usage.completion_tokens += streams[i].num_tokens();
+      --remaining;
     }
+    res.status = 200;
+    res.set_content(full_response(ctx, results, usage), "application/json");
   }
 
   void stream(httplib::Response& res, std::shared_ptr<RequestHandle> handle, const ResponseContext& ctx,
-              bool include_usage) {
+              const GenerationRequest& r, const std::string& prefix) {
     ++open_streams;
-    auto st = std::make_shared<StreamState>(std::move(handle), codec);
+    auto st = std::make_shared<StreamState>(std::move(handle));
     st->ctx = ctx;
-    st->include_usage = include_usage;
+    st->include_usage = r.include_usage;
+    st->logprobs = r.logprobs.has_value();
     st->timeout_s = opt.request_timeout_s;
+    st->remaining = r.n;
+    for (int64_t i = 0; i < r.n; ++i) st->choices.push_back({ChoiceStream(codec, r.stop, prefix)});
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
@@ -171,27 +218,47 @@ struct Server::Impl {
           auto send = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
           if (!st->started) {
             st->started = true;
-            // Chat streams open with the assistant role, as OpenAI's do.
-            if (st->ctx.endpoint == Endpoint::kChat && !send(sse_event(stream_chunk(st->ctx, "", std::nullopt, true))))
-              return false;
+            // Chat streams open each choice with the assistant role, as OpenAI's do.
+            if (st->ctx.endpoint == Endpoint::kChat)
+              for (int64_t i = 0; i < static_cast<int64_t>(st->choices.size()); ++i)
+                if (!send(sse_event(stream_chunk(st->ctx, i, "", nullptr, std::nullopt, true)))) return false;
           }
           auto e = st->handle->next(kPoll);
           if (!e) return true;  // called again; a gone client shows at the next write
-          std::string piece = st->decoder.push(e->tokens);
+          StreamChoice& c = st->choices[static_cast<size_t>(e->index)];
+          if (c.done) return true;  // events after its stop string
+          st->prompt_tokens = e->prompt_tokens;
+          ChoiceDelta d = c.text.push(e->tokens, e->logprobs);
+          auto chunk = [&](const std::optional<std::string>& finish) {
+            return sse_event(stream_chunk(st->ctx, e->index, d.text, st->logprobs ? &d.logprobs : nullptr, finish, false));
+          };
           // One chunk per engine step that produced tokens, even when they make no text yet (a
-          // character still incomplete): clients see the tokens' timing.
-          if (!e->finished) return e->tokens.empty() || send(sse_event(stream_chunk(st->ctx, piece, std::nullopt, false)));
-          piece += st->decoder.finish();
+          // character still incomplete, or text that may start a stop string): clients see the
+          // tokens' timing.
+          if (!c.text.stopped() && !e->finished) return e->tokens.empty() || send(chunk(std::nullopt));
+          std::string finish = "stop";
+          if (c.text.stopped()) {
+            st->handle->cancel_choice(e->index);
+          } else {
+            ChoiceDelta rest = c.text.finish();
+            d.text += rest.text;
+            d.logprobs.insert(d.logprobs.end(), rest.logprobs.begin(), rest.logprobs.end());
+            finish = finish_word(*e);
+          }
+          c.done = true;
+          st->completion_tokens += c.text.num_tokens();
+          if (--st->remaining > 0 && !e->timed_out) return send(chunk(finish));
           // Give the slot back before the last bytes go out: a client that sends its next request
           // as soon as it reads [DONE] must not find this one still counted (a spurious 429).
           if (st->slot_held.exchange(false)) release();
           if (e->timed_out) {
-            if (!piece.empty()) send(sse_event(stream_chunk(st->ctx, piece, std::nullopt, false)));
+            if (!d.text.empty()) send(chunk(std::nullopt));
             send(sse_event(error_body(timeout_error(st->timeout_s))));
+            st->handle->cancel();  // the other choices, if any
           } else {
-            send(sse_event(stream_chunk(st->ctx, piece, finish_word(*e), false)));
+            send(chunk(finish));
           }
-          if (st->include_usage) send(sse_event(usage_chunk(st->ctx, {e->prompt_tokens, e->output_tokens})));
+          if (st->include_usage) send(sse_event(usage_chunk(st->ctx, {st->prompt_tokens, st->completion_tokens})));
           const bool ok = send(sse_done());
           st->finished = true;
           sink.done();

@@ -41,6 +41,11 @@ void RequestHandle::cancel() {
   if (!cancelled_.exchange(true) && wake_) wake_();
 }
 
+void RequestHandle::cancel_choice(int64_t index) {
+  if (index < 0 || index >= num_choices()) return;
+  if (!choice_cancelled_[static_cast<size_t>(index)].exchange(true) && wake_) wake_();
+}
+
 void RequestHandle::push(RequestEvent e) {
   {
     std::lock_guard lock(mu_);
@@ -61,11 +66,14 @@ ServingLoop::ServingLoop(std::unique_ptr<inference::InferenceEngine> engine, Met
 
 ServingLoop::~ServingLoop() { stop(); }
 
-std::shared_ptr<RequestHandle> ServingLoop::submit(std::vector<int64_t> prompt, inference::SamplingParams params,
+std::shared_ptr<RequestHandle> ServingLoop::submit(std::vector<int64_t> prompt,
+                                                   std::vector<inference::SamplingParams> choices,
                                                    Clock::time_point arrival, Clock::time_point deadline) {
   auto h = std::make_shared<RequestHandle>();
   h->prompt_ = std::move(prompt);
-  h->params_ = std::move(params);
+  h->params_ = std::move(choices);
+  h->choice_cancelled_ = std::make_unique<std::atomic<bool>[]>(h->params_.size());
+  for (size_t i = 0; i < h->params_.size(); ++i) h->choice_cancelled_[i] = false;
   h->arrival_ = arrival;
   h->deadline_ = deadline;
   h->wake_ = [this] { wake(); };
@@ -112,14 +120,23 @@ void ServingLoop::admit(std::vector<std::shared_ptr<RequestHandle>>& incoming) {
       h->push({.error = "cancelled before admission", .finished = true, .finish = FinishReason::kAborted});
       continue;
     }
+    if (h->params_.empty()) {
+      h->push({.error = "a request needs at least one choice"});
+      continue;
+    }
     try {
       const int64_t n = static_cast<int64_t>(h->prompt_.size());
-      h->id_ = engine_->add_request(std::move(h->prompt_), h->params_);
-      h->last_token_ = h->arrival_;
-      active_[h->id_] = h;
+      // Every choice is its own sequence; all are admitted or none (a refusal aborts the others).
+      for (const auto& p : h->params_) h->ids_.push_back(engine_->add_request(h->prompt_, p));
+      h->prompt_.clear();
+      h->last_token_.assign(h->params_.size(), h->arrival_);
+      h->unfinished_ = static_cast<int64_t>(h->ids_.size());
+      for (size_t i = 0; i < h->ids_.size(); ++i) active_[h->ids_[i]] = {h, static_cast<int64_t>(i)};
       metrics_.add("ds_serve_prompt_tokens_total", static_cast<double>(n));
       h->push({.accepted = true});
     } catch (const std::exception& e) {
+      for (int64_t id : h->ids_) engine_->abort(id);  // reported finished at the next step; nobody listens
+      h->ids_.clear();
       h->push({.error = e.what()});
     }
   }
@@ -133,8 +150,11 @@ void ServingLoop::abort_cancelled(Clock::time_point now) {
     all = cancel_all_ || stop_;
     woken_ = false;
   }
-  for (auto& [id, h] : active_)
-    if (all || h->cancelled() || now >= h->deadline_) engine_->abort(id);
+  for (auto& [id, a] : active_) {
+    const RequestHandle& h = *a.handle;
+    if (all || h.cancelled() || h.choice_cancelled_[static_cast<size_t>(a.index)] || now >= h.deadline_)
+      engine_->abort(id);
+  }
 }
 
 void ServingLoop::dispatch(const std::vector<inference::RequestOutput>& outputs, Clock::time_point now) {
@@ -142,7 +162,9 @@ void ServingLoop::dispatch(const std::vector<inference::RequestOutput>& outputs,
   for (const auto& out : outputs) {
     auto it = active_.find(out.id);
     if (it == active_.end()) continue;
-    RequestHandle& h = *it->second;
+    RequestHandle& h = *it->second.handle;
+    const int64_t index = it->second.index;
+    auto& last = h.last_token_[static_cast<size_t>(index)];
     const auto k = static_cast<int64_t>(out.new_tokens.size());
     if (k > 0) {
       if (!h.got_first_) {
@@ -150,16 +172,16 @@ void ServingLoop::dispatch(const std::vector<inference::RequestOutput>& outputs,
         h.got_first_ = true;
       } else {
         for (int64_t i = 0; i < k; ++i)
-          metrics_.observe("ds_serve_inter_token_latency_seconds", seconds(now - h.last_token_) / static_cast<double>(k));
+          metrics_.observe("ds_serve_inter_token_latency_seconds", seconds(now - last) / static_cast<double>(k));
       }
-      h.last_token_ = now;
+      last = now;
       generated += k;
     }
-    RequestEvent e{.tokens = out.new_tokens, .finished = out.finished, .finish = out.finish,
-                   .prompt_tokens = out.prompt_tokens, .output_tokens = out.output_tokens};
+    RequestEvent e{.index = index, .tokens = out.new_tokens, .logprobs = out.new_logprobs, .finished = out.finished,
+                   .finish = out.finish, .prompt_tokens = out.prompt_tokens, .output_tokens = out.output_tokens};
     if (out.finished) {
       e.timed_out = out.finish == FinishReason::kAborted && !h.cancelled() && now >= h.deadline_;
-      metrics_.observe("ds_serve_request_latency_seconds", seconds(now - h.arrival_));
+      if (--h.unfinished_ == 0) metrics_.observe("ds_serve_request_latency_seconds", seconds(now - h.arrival_));
     }
     if (k > 0 || out.finished) h.push(std::move(e));
     if (out.finished) active_.erase(it);
@@ -216,7 +238,8 @@ void ServingLoop::run() {
     } catch (const std::exception& e) {
       // A failed forward leaves the engine unusable: every request gets the error.
       spdlog::error("ds-serve: the engine failed: {}", e.what());
-      for (auto& [id, h] : active_) h->push({.error = e.what(), .finished = true, .finish = FinishReason::kAborted});
+      for (auto& [id, a] : active_)
+        a.handle->push({.error = e.what(), .index = a.index, .finished = true, .finish = FinishReason::kAborted});
       active_.clear();
       std::lock_guard lock(mu_);
       stop_ = true;

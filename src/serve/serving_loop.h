@@ -1,7 +1,8 @@
 // ds::serve::ServingLoop: one engine thread that owns an InferenceEngine and serves requests from
-// many HTTP threads. submit() queues a prompt and returns a RequestHandle; the engine thread admits
-// it (or reports why the engine refused it), runs step() while anything is unfinished, and pushes
-// each request's new tokens to its handle. A handle that is cancelled (client gone) or past its
+// many HTTP threads. submit() queues a prompt with the parameters of each of its choices (OpenAI's
+// n: one engine sequence per choice) and returns a RequestHandle; the engine thread admits it (or
+// reports why the engine refused it), runs step() while anything is unfinished, and pushes each
+// choice's new tokens to the handle. A handle that is cancelled (client gone) or past its
 // deadline is aborted at the next step, so its KV blocks return to the pool. Metrics: queue
 // length, running requests, KV blocks, tokens/s, time to first token, inter-token latency.
 #pragma once
@@ -27,17 +28,19 @@ namespace ds::serve {
 
 using Clock = std::chrono::steady_clock;
 
-// What the engine thread hands a request: first `accepted` (or `error`), then token deltas, then
-// one event with `finished`.
+// What the engine thread hands a request: first `accepted` (or `error`), then token deltas of its
+// choices, then one event with `finished` per choice.
 struct RequestEvent {
   bool accepted = false;
   std::string error{};  // the engine refused the request (the message names the limit)
+  int64_t index = 0;    // the choice
   std::vector<int64_t> tokens{};
+  std::vector<inference::TokenLogprob> logprobs{};  // one per token when the choice asked for logprobs
   bool finished = false;
   inference::FinishReason finish = inference::FinishReason::kNone;
   bool timed_out = false;  // finished because the request passed its deadline
   int64_t prompt_tokens = 0;
-  int64_t output_tokens = 0;
+  int64_t output_tokens = 0;  // of this choice
 };
 
 class RequestHandle {
@@ -47,6 +50,9 @@ class RequestHandle {
   // Ask the engine thread to abort this request (idempotent; safe after it finished).
   void cancel();
   bool cancelled() const { return cancelled_.load(); }
+  // Ask the engine thread to abort one choice (it met a stop string); the others go on.
+  void cancel_choice(int64_t index);
+  int64_t num_choices() const { return static_cast<int64_t>(params_.size()); }
 
  private:
   friend class ServingLoop;
@@ -56,12 +62,15 @@ class RequestHandle {
   std::condition_variable cv_;
   std::deque<RequestEvent> events_;
   std::atomic<bool> cancelled_{false};
+  std::unique_ptr<std::atomic<bool>[]> choice_cancelled_;  // [num_choices]
   std::function<void()> wake_;
   // Engine-thread state.
   std::vector<int64_t> prompt_;
-  inference::SamplingParams params_;
-  Clock::time_point arrival_, deadline_, last_token_;
-  int64_t id_ = -1;
+  std::vector<inference::SamplingParams> params_;  // one per choice
+  Clock::time_point arrival_, deadline_;
+  std::vector<Clock::time_point> last_token_;      // per choice
+  std::vector<int64_t> ids_;                       // engine sequence of each choice
+  int64_t unfinished_ = 0;
   bool got_first_ = false;
 };
 
@@ -74,7 +83,8 @@ class ServingLoop {
   ServingLoop(std::unique_ptr<inference::InferenceEngine> engine, Metrics& metrics, LoopOptions options = {});
   ~ServingLoop();  // stop()
 
-  std::shared_ptr<RequestHandle> submit(std::vector<int64_t> prompt, inference::SamplingParams params,
+  // One choice per element of `choices` (at least one).
+  std::shared_ptr<RequestHandle> submit(std::vector<int64_t> prompt, std::vector<inference::SamplingParams> choices,
                                         Clock::time_point arrival, Clock::time_point deadline);
   // Aborts every request now (shutdown past its grace period).
   void cancel_all();
@@ -103,7 +113,11 @@ class ServingLoop {
   std::condition_variable cv_;
   std::vector<std::shared_ptr<RequestHandle>> incoming_;
   bool stop_ = false, cancel_all_ = false, woken_ = false;
-  std::map<int64_t, std::shared_ptr<RequestHandle>> active_;  // engine thread only
+  struct Active {
+    std::shared_ptr<RequestHandle> handle;
+    int64_t index = 0;  // the choice this engine sequence computes
+  };
+  std::map<int64_t, Active> active_;  // engine sequence id → its request; engine thread only
   std::deque<std::pair<Clock::time_point, int64_t>> token_times_;  // for tokens/s over the last seconds
   std::thread thread_;
 };

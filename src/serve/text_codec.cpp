@@ -58,6 +58,11 @@ std::string TextCodec::decode(const std::vector<int64_t>& ids) const {
   return tokenizer_->decode(ids32, {.skip_special_tokens = true});
 }
 
+std::string TextCodec::token_bytes(int64_t id) const {
+  if (is_bytes()) return id >= 0 && id < 256 ? std::string(1, static_cast<char>(id)) : std::string();
+  return decode({id});
+}
+
 std::vector<int64_t> TextCodec::encode_chat(const std::vector<data::ChatMessage>& messages) const {
   if (!chat_)
     throw ApiError(400, "this model has no chat template ds-serve can render (" + chat_error_ +

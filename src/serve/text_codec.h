@@ -29,6 +29,9 @@ class TextCodec {
   std::vector<int64_t> encode(const std::string& text, bool add_special_tokens) const;
   // Full text of `ids` (invalid UTF-8 replaced by U+FFFD).
   std::string decode(const std::vector<int64_t>& ids) const;
+  // One token's bytes, for logprobs (bytes as tokens: the byte itself, which may be part of a
+  // UTF-8 character; a tokenizer: the token decoded alone).
+  std::string token_bytes(int64_t id) const;
   // The chat prompt as ids (template with the generation prompt). ApiError when the model has no
   // usable chat template.
   std::vector<int64_t> encode_chat(const std::vector<data::ChatMessage>& messages) const;

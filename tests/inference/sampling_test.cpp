@@ -1,7 +1,8 @@
 // Sampling: the processed distribution (top-k and top-p restrict the support, repetition penalty
-// divides positive and multiplies negative logits of seen tokens), seeded reproducibility through
+// divides positive and multiplies negative logits of seen tokens; frequency and presence penalties
+// subtract per generated occurrence and once per generated token), seeded reproducibility through
 // the engine whatever else shares the batch, stop tokens and stop sequences, max_tokens, logprobs
-// against the model's own log-softmax, and parameter errors naming the field.
+// against the model's own log-softmax (before temperature and penalties), and parameter errors naming the field.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +86,54 @@ TEST(Sampling, RepetitionPenaltyReducesRepeatsOfAModel) {
   EXPECT_LT(repeats(penalized), repeats(plain));
 }
 
+TEST(Sampling, FrequencyAndPresencePenaltiesFollowOpenAIsFormula) {
+  // history: prompt {0, 3} (not counted), output {1, 1, 2}: c = [0, 2, 1, 0].
+  const auto logits = logits_of({2.0f, 1.9f, 1.0f, -0.5f});
+  const std::vector<int64_t> history = {0, 3, 1, 1, 2};
+  SamplingParams p;
+  p.frequency_penalty = 0.5;
+  p.presence_penalty = 0.25;
+  auto got = penalized_logits(logits, history, p, /*prompt_len=*/2);
+  // logit[j] -= c[j]·0.5 + (c[j] > 0)·0.25
+  EXPECT_TRUE(torch::allclose(got, logits_of({2.0f, 1.9f - 1.0f - 0.25f, 1.0f - 0.5f - 0.25f, -0.5f}), 1e-6, 1e-6)) << got;
+  // Negative values reward repeats; the prompt never counts.
+  p.frequency_penalty = -1.0;
+  p.presence_penalty = 0.0;
+  EXPECT_TRUE(torch::allclose(penalized_logits(logits, history, p, 5), logits, 0, 0));
+  EXPECT_NEAR(penalized_logits(logits, history, p, 2)[1].item<float>(), 1.9f + 2.0f, 1e-6);
+  // They change the greedy choice and the distribution sampled from.
+  std::mt19937_64 rng(0);
+  SamplingParams greedy_p;
+  greedy_p.temperature = 0.0;
+  const std::vector<int64_t> repeated = {0, 0, 0};  // token 0 generated three times
+  EXPECT_EQ(sample_token(logits, repeated, greedy_p, rng, 0).token, 0);
+  greedy_p.presence_penalty = 0.2;  // 2.0 - 0.2 = 1.8 < 1.9
+  EXPECT_EQ(sample_token(logits, repeated, greedy_p, rng, 0).token, 1);
+  EXPECT_EQ(sample_token(logits, repeated, greedy_p, rng, 3).token, 0) << "the prompt counted";
+  SamplingParams sampled;
+  sampled.frequency_penalty = 0.1;  // 3 · 0.1 off token 0
+  auto probs = sampling_distribution(logits, repeated, sampled, 0);
+  EXPECT_TRUE(torch::allclose(probs, torch::softmax(logits_of({1.7f, 1.9f, 1.0f, -0.5f}), 0), 1e-6, 1e-6));
+}
+
+TEST(Sampling, FrequencyPenaltyReducesRepeatsOfAModel) {
+  auto model = tiny_gpt2(3);
+  Pipeline pipe(model);
+  std::vector<std::vector<int64_t>> prompts = {{10, 20, 30}};
+  auto repeats = [](const std::vector<int64_t>& t) {
+    return static_cast<int64_t>(t.size()) - static_cast<int64_t>(std::set<int64_t>(t.begin(), t.end()).size());
+  };
+  auto plain = pipe.generate(prompts, greedy(40))[0].tokens;
+  auto p = greedy(40);
+  p.frequency_penalty = 2.0;
+  p.presence_penalty = 2.0;
+  auto penalized = pipe.generate(prompts, p)[0].tokens;
+  EXPECT_GT(repeats(plain), 0) << "the tiny model should loop without a penalty";
+  EXPECT_LT(repeats(penalized), repeats(plain));
+  // The engine and the naive loop agree on which tokens are the output (prompt excluded).
+  EXPECT_EQ(naive_generate(*model, prompts[0], p, 64), penalized);
+}
+
 TEST(Sampling, SeededRequestsReproduceWhateverShareTheBatch) {
   auto model = tiny_gpt2(4);
   SamplingParams p;
@@ -154,6 +203,32 @@ TEST(Sampling, LogprobsAreTheModelsLogSoftmax) {
   }
 }
 
+// vLLM's default and OpenAI's: the logprobs are the model's, before temperature and penalties.
+TEST(Sampling, LogprobsIgnoreTemperatureAndPenalties) {
+  const auto logits = logits_of({2.0f, 1.9f, 1.0f, -0.5f});
+  const auto raw = torch::log_softmax(logits, 0);
+  SamplingParams p;
+  p.temperature = 0.3;
+  p.top_k = 2;
+  p.repetition_penalty = 1.5;
+  p.frequency_penalty = 1.0;
+  p.presence_penalty = 1.0;
+  p.logprobs = 4;
+  std::mt19937_64 rng(5);
+  const std::vector<int64_t> history = {0, 1, 1};
+  for (int i = 0; i < 20; ++i) {
+    const auto r = sample_token(logits, history, p, rng, 1);
+    ASSERT_TRUE(r.logprob.has_value());
+    EXPECT_EQ(r.logprob->token, r.token);
+    EXPECT_NEAR(r.logprob->logprob, raw[r.token].item<double>(), 1e-6);
+    ASSERT_EQ(r.logprob->top.size(), 4u);
+    for (int64_t j = 0; j < 4; ++j) {  // the raw order: 0, 1, 2, 3
+      EXPECT_EQ(r.logprob->top[static_cast<size_t>(j)].first, j);
+      EXPECT_NEAR(r.logprob->top[static_cast<size_t>(j)].second, raw[j].item<double>(), 1e-6);
+    }
+  }
+}
+
 TEST(Sampling, BadParametersAndRequestsNameTheCause) {
   auto model = tiny_gpt2(0);
   EngineOptions o;
@@ -176,6 +251,8 @@ TEST(Sampling, BadParametersAndRequestsNameTheCause) {
   EXPECT_EQ(field_of([](SamplingParams& p) { p.top_p = 0.0; }), "top_p");
   EXPECT_EQ(field_of([](SamplingParams& p) { p.repetition_penalty = 0.0; }), "repetition_penalty");
   EXPECT_EQ(field_of([](SamplingParams& p) { p.logprobs = 21; }), "logprobs");
+  EXPECT_EQ(field_of([](SamplingParams& p) { p.presence_penalty = 2.5; }), "presence_penalty");
+  EXPECT_EQ(field_of([](SamplingParams& p) { p.frequency_penalty = -2.1; }), "frequency_penalty");
   EXPECT_THROW(engine.add_request(std::vector<int64_t>(), SamplingParams()), ds::Error);
   EXPECT_THROW(engine.add_request({300}, {}), ds::Error);
   EXPECT_THROW(engine.add_request(std::vector<int64_t>(64, 1), {}), ds::Error);  // no room to generate

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "inference/pipeline.h"
 #include "inference_test_util.h"
@@ -184,6 +185,88 @@ TEST_F(ServeHttp, OpenAIClientCompletionsChatStreamingErrors) {
   EXPECT_EQ(r["zero_max_tokens"]["param"], "max_tokens");
   EXPECT_EQ(r["unknown_model"]["status"], 404);
   EXPECT_EQ(r["unknown_model"]["code"], "model_not_found");
+}
+
+// n, logprobs, echo, stop and the penalties through the official client. The tiny model's text is
+// arbitrary, so every check compares answers with each other: greedy choices equal, seeded draws
+// repeated, echo = prompt + the plain answer, a stop string taken from the plain answer cuts it there.
+TEST_F(ServeHttp, OpenAIClientChoicesLogprobsEchoStop) {
+  const json r = node("fields " + server_->url("/v1") + " tiny-gpt2");
+  ASSERT_TRUE(r.is_object()) << r;
+  const std::string plain = r["plain"]["text"];
+
+  // n: one sequence per choice, indexes 0..n-1; prompt tokens counted once, completion tokens summed.
+  EXPECT_EQ(r["n_greedy"]["indexes"], json::array({0, 1}));
+  ASSERT_EQ(r["n_greedy"]["texts"].size(), 2u);
+  EXPECT_EQ(r["n_greedy"]["texts"][0], r["n_greedy"]["texts"][1]) << "greedy choices differ";
+  EXPECT_EQ(r["n_greedy"]["usage"]["completion_tokens"], 16);
+  EXPECT_EQ(r["n_greedy"]["usage"]["prompt_tokens"], r["plain"]["usage"]["prompt_tokens"]);
+  ASSERT_EQ(r["n_seeded"][0].size(), 3u);
+  EXPECT_EQ(r["n_seeded"][0], r["n_seeded"][1]) << "a seeded request with n = 3 did not reproduce";
+  EXPECT_FALSE(r["n_seeded"][0][0] == r["n_seeded"][0][1] && r["n_seeded"][0][1] == r["n_seeded"][0][2])
+      << "every seeded choice drew the same text: " << r["n_seeded"][0];
+  for (const char* i : {"0", "1"}) {
+    EXPECT_EQ(r["n_stream"]["choices"][i]["text"], r["n_greedy"]["texts"][0]) << "streamed choice " << i;
+    EXPECT_EQ(r["n_stream"]["choices"][i]["finish"], "length");
+  }
+  std::set<int> indexes(r["n_stream"]["order"].begin(), r["n_stream"]["order"].end());
+  EXPECT_EQ(indexes, (std::set<int>{0, 1}));
+  ASSERT_EQ(r["chat_n"].size(), 2u);
+  EXPECT_EQ(r["chat_n"][1]["index"], 1);
+  EXPECT_EQ(r["chat_n"][0]["content"], r["chat_n"][1]["content"]);
+
+  // logprobs (completions): one entry per token; greedy picks the best alternative.
+  const json& lp = r["logprobs"]["logprobs"];
+  ASSERT_TRUE(lp.is_object()) << r["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u) << lp;
+  ASSERT_EQ(lp["token_logprobs"].size(), 6u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 6u);
+  ASSERT_EQ(lp["text_offset"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const double chosen = lp["token_logprobs"][i];
+    EXPECT_LE(chosen, 0.0);
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 3u) << "tokens that are not whole UTF-8 must stay distinct keys";
+    for (const auto& [tok, v] : lp["top_logprobs"][i].items()) EXPECT_LE(v.get<double>(), chosen + 1e-6) << tok;
+    if (i > 0) {
+      EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
+    }
+  }
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  const json& clp = r["chat_logprobs"]["content"];
+  ASSERT_EQ(clp.size(), r["chat_logprobs"]["usage"]["completion_tokens"].get<size_t>()) << clp;
+  for (const auto& e : clp) {
+    EXPECT_TRUE(e["token"].is_string() && e["logprob"].is_number() && e["bytes"].is_array()) << e;
+    EXPECT_EQ(e["top_logprobs"].size(), 2u) << e;
+    EXPECT_GE(e["logprob"].get<double>() + 1e-6, e["top_logprobs"][0]["logprob"].get<double>());
+  }
+  EXPECT_EQ(r["logprobs_stream"]["choices"]["0"]["logprobs"], 6) << "streamed chunks carry every token's logprobs";
+
+  // echo: the prompt opens the text; with logprobs it is refused naming echo.
+  EXPECT_EQ(r["echo"]["text"], "The quick" + plain);
+  EXPECT_EQ(r["echo"]["usage"]["completion_tokens"], r["plain"]["usage"]["completion_tokens"]);
+  EXPECT_EQ(r["echo_with_logprobs"]["status"], 400);
+  EXPECT_EQ(r["echo_with_logprobs"]["param"], "echo");
+
+  // stop: matched on the text (bytes are tokens here, so the 3-character stop spans 3 tokens).
+  ASSERT_TRUE(r["stop_string"].is_string()) << "no 3 printable characters in the greedy text: " << plain;
+  const std::string stop = r["stop_string"];
+  const std::string want = plain.substr(0, plain.find(stop));
+  EXPECT_EQ(r["stop"]["text"], want) << "stop " << json(stop);
+  EXPECT_EQ(r["stop"]["finish"], "stop");
+  EXPECT_LE(r["stop"]["usage"]["completion_tokens"], r["plain"]["usage"]["completion_tokens"]);
+  EXPECT_GE(r["stop"]["usage"]["completion_tokens"].get<size_t>(), want.size() + stop.size() > 0 ? 1u : 0u);
+  EXPECT_EQ(r["stop_stream"]["choices"]["0"]["text"], want) << "the stream sent text of the stop string or past it";
+  EXPECT_EQ(r["stop_stream"]["choices"]["0"]["finish"], "stop");
+
+  // Penalties accepted in range, refused outside; wrong n / logprobs / top_logprobs name the field.
+  EXPECT_EQ(r["penalties"]["status"], 200);
+  for (const auto& [name, param] : std::vector<std::pair<std::string, std::string>>{
+           {"bad_penalty", "presence_penalty"}, {"bad_n", "n"}, {"bad_logprobs", "logprobs"},
+           {"bad_top_logprobs", "top_logprobs"}}) {
+    EXPECT_EQ(r[name]["status"], 400) << name << ": " << r[name];
+    EXPECT_EQ(r[name]["class"], "BadRequestError") << name;
+    EXPECT_EQ(r[name]["param"], param) << name;
+  }
 }
 
 TEST_F(ServeHttp, GreedyOutputEqualsPipeline) {

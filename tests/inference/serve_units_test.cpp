@@ -1,14 +1,21 @@
 // ds-serve's parts without a server: request validation (OpenAI's rules: unknown fields ignored,
 // wrong types and bad ranges refused naming the field), the context checks of prepare_request, the
-// OpenAI error body, streamed text that never splits a UTF-8 character, and the Prometheus text.
+// OpenAI error body, streamed text that never splits a UTF-8 character, stop strings matched on the
+// text across tokens (held back while undecided), logprob entries following the text, and the
+// Prometheus text.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "inference_test_util.h"
 #include "serve/api_error.h"
+#include "serve/choice_stream.h"
 #include "serve/metrics.h"
 #include "serve/prepare.h"
 #include "serve/request.h"
+#include "serve/responses.h"
+#include "serve/serving_loop.h"
+#include "serve/stop_matcher.h"
 #include "serve/text_codec.h"
 
 namespace ds::serve {
@@ -51,7 +58,21 @@ TEST(ServeRequest, WrongTypesAndRangesNameTheField) {
            {R"({"prompt":"Hi","stream":"yes"})", "stream"},
            {R"({"prompt":"Hi","top_p":1.5})", "top_p"},
            {R"({"prompt":"Hi","stop":[1]})", "stop"},
-           {R"({"prompt":"Hi","n":2})", "n"},
+           {R"({"prompt":"Hi","n":0})", "n"},
+           {R"({"prompt":"Hi","n":129})", "n"},
+           {R"({"prompt":"Hi","n":"2"})", "n"},
+           {R"({"prompt":"Hi","logprobs":6})", "logprobs"},
+           {R"({"prompt":"Hi","logprobs":-1})", "logprobs"},
+           {R"({"prompt":"Hi","logprobs":true})", "logprobs"},
+           {R"({"prompt":"Hi","presence_penalty":2.5})", "presence_penalty"},
+           {R"({"prompt":"Hi","frequency_penalty":-3})", "frequency_penalty"},
+           {R"({"prompt":"Hi","frequency_penalty":"high"})", "frequency_penalty"},
+           {R"({"prompt":"Hi","echo":1})", "echo"},
+           {R"({"prompt":"Hi","echo":true,"logprobs":1})", "echo"},
+           {R"({"prompt":"Hi","stop":["a","b","c","d","e"]})", "stop"},
+           {R"({"prompt":"Hi","stop":""})", "stop"},
+           {R"({"prompt":"Hi","stop":{"x":1}})", "stop"},
+           {R"({"prompt":"Hi","best_of":3})", "best_of"},
            {R"({"prompt":42})", "prompt"},
            {R"({"max_tokens":4})", "prompt"},
            {R"({"prompt":"Hi","model":7})", "model"},
@@ -62,6 +83,41 @@ TEST(ServeRequest, WrongTypesAndRangesNameTheField) {
   }
   EXPECT_EQ(refusal(R"({"messages":[{"role":"user","content":5}]})", Endpoint::kChat).param, "messages[0].content");
   EXPECT_EQ(refusal(R"({"messages":"hi"})", Endpoint::kChat).param, "messages");
+  const std::string chat = R"({"messages":[{"role":"user","content":"Hi"}],)";
+  EXPECT_EQ(refusal(chat + R"("logprobs":3})", Endpoint::kChat).param, "logprobs");  // chat's is a boolean
+  EXPECT_EQ(refusal(chat + R"("logprobs":true,"top_logprobs":21})", Endpoint::kChat).param, "top_logprobs");
+  EXPECT_EQ(refusal(chat + R"("top_logprobs":2})", Endpoint::kChat).param, "top_logprobs");  // needs logprobs
+  EXPECT_EQ(refusal(chat + R"("n":0})", Endpoint::kChat).param, "n");
+}
+
+TEST(ServeRequest, ChoicesLogprobsPenaltiesEchoStopAccepted) {
+  auto r = parse_request(R"({"prompt":"Hi","n":3,"logprobs":0,"presence_penalty":-1.5,"frequency_penalty":2,
+                            "stop":["x","yz"]})",
+                         Endpoint::kCompletions);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.logprobs, 0);
+  EXPECT_EQ(r.presence_penalty, -1.5);
+  EXPECT_EQ(r.frequency_penalty, 2.0);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "yz"}));
+  EXPECT_TRUE(parse_request(R"({"prompt":"Hi","echo":true,"logprobs":null})", Endpoint::kCompletions).echo);
+  EXPECT_FALSE(parse_request(R"({"prompt":"Hi"})", Endpoint::kCompletions).logprobs.has_value());
+  const std::string chat = R"({"messages":[{"role":"user","content":"Hi"}],)";
+  EXPECT_EQ(parse_request(chat + R"("logprobs":true,"top_logprobs":20})", Endpoint::kChat).logprobs, 20);
+  EXPECT_EQ(parse_request(chat + R"("logprobs":true})", Endpoint::kChat).logprobs, 0);
+  EXPECT_FALSE(parse_request(chat + R"("logprobs":false})", Endpoint::kChat).logprobs.has_value());
+  // The parameters reach the engine; with a seed, choice i draws from seed + i.
+  GenerationRequest g = r;
+  g.seed = 7;
+  const auto p = prepare_request(g, TextCodec::bytes(), {.context = 64, .max_prompt_tokens = 0, .vocab_size = 256});
+  EXPECT_EQ(p.params.presence_penalty, -1.5);
+  EXPECT_EQ(p.params.frequency_penalty, 2.0);
+  EXPECT_EQ(p.params.logprobs, 0);
+  EXPECT_TRUE(p.params.stop_sequences.empty()) << "stop strings are matched on text, not as token sequences";
+  const auto choices = choice_params(p.params, 3);
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_EQ(choices[0].seed, 7u);
+  EXPECT_EQ(choices[2].seed, 9u);
+  EXPECT_FALSE(choice_params(inference::SamplingParams{}, 2)[1].seed.has_value());
 }
 
 TEST(ServeRequest, MalformedJsonAndInvalidUtf8) {
@@ -127,6 +183,170 @@ TEST(ServeText, StreamDecoderNeverSplitsACharacter) {
   StreamDecoder cut(codec);
   EXPECT_EQ(cut.push({'a', 0xe2, 0x82}), "");
   EXPECT_EQ(cut.finish(), "a\xef\xbf\xbd");  // a cut character at the end becomes U+FFFD
+}
+
+// Feeds `chunks` through a matcher; returns what came out, piece by piece.
+std::vector<std::string> matched(std::vector<std::string> stops, const std::vector<std::string>& chunks,
+                                 bool finish = true) {
+  StopMatcher m(std::move(stops));
+  std::vector<std::string> out;
+  for (const auto& c : chunks) out.push_back(m.push(c));
+  if (finish) out.push_back(m.finish());
+  return out;
+}
+
+TEST(ServeStop, MatchesOnTextAcrossPiecesAndHoldsBackPossibleStarts) {
+  using V = std::vector<std::string>;
+  // A stop string spread over three pieces: "a<" goes out only once "<" is settled.
+  StopMatcher m({"<end>"});
+  EXPECT_EQ(m.push("ab<"), "ab");
+  EXPECT_EQ(m.held(), 1u);
+  EXPECT_EQ(m.push("en"), "");
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.push("d>tail"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.emitted(), 2u);
+  EXPECT_EQ(m.push("more"), "") << "text after the stop string";
+  EXPECT_EQ(m.finish(), "");
+  // A held start that turns out not to be one is sent with what follows.
+  EXPECT_EQ(matched({"<end>"}, {"x<e", "nx"}), (V{"x", "<enx", ""}));
+  // Held text at the end of generation is sent by finish().
+  EXPECT_EQ(matched({"<end>"}, {"x<en"}), (V{"x", "<en"}));
+  // The earliest of several stop strings wins; a stop inside one piece cuts it.
+  EXPECT_EQ(matched({"cd", "b"}, {"abcd"}), (V{"a", ""}));
+  EXPECT_EQ(matched({"zz", "cd"}, {"abcdzz"}), (V{"ab", ""}));
+  // A suffix that is a prefix of a longer stop is held even when a shorter stop could still come.
+  EXPECT_EQ(matched({"aab"}, {"xa", "a", "b"}), (V{"x", "", "", ""}));
+  EXPECT_EQ(matched({"aab"}, {"xa", "a", "ab"}), (V{"x", "", "a", ""})) << "'aaab' holds 'aab' after one 'a'";
+  // No stop strings: everything goes out at once.
+  EXPECT_EQ(matched({}, {"ab", "c"}), (V{"ab", "c", ""}));
+  // Multi-byte stop strings: never half a character out.
+  EXPECT_EQ(matched({"\xc3\xa9!"}, {"caf\xc3\xa9", "!x"}), (V{"caf", "", ""}));
+}
+
+// Bytes as tokens: one token per byte, so every stop string spans tokens.
+std::vector<int64_t> bytes_of(const std::string& s) {
+  std::vector<int64_t> ids;
+  for (unsigned char c : s) ids.push_back(c);
+  return ids;
+}
+
+TEST(ServeStop, ChoiceStreamCutsTheTextAndTheTokens) {
+  const auto codec = TextCodec::bytes();
+  ChoiceStream c(codec, {"lo w"});
+  std::string streamed;
+  for (const std::string piece : {"hel", "lo", " wor", "ld"}) streamed += c.push(bytes_of(piece), {}).text;
+  EXPECT_TRUE(c.stopped());
+  EXPECT_EQ(streamed, "hel");
+  EXPECT_EQ(c.num_tokens(), 7) << "tokens through the one completing the stop string ('w')";
+  EXPECT_EQ(c.finish().text, "");
+  // Held back while the stop string is undecided: nothing after "hel" went out before " w" arrived.
+  ChoiceStream d(codec, {"lo w"});
+  EXPECT_EQ(d.push(bytes_of("hello"), {}).text, "hel");
+  EXPECT_EQ(d.push(bytes_of(" "), {}).text, "");
+  EXPECT_EQ(d.push(bytes_of("x"), {}).text, "lo x");
+  EXPECT_EQ(d.finish().text, "");
+  EXPECT_FALSE(d.stopped());
+  EXPECT_EQ(d.num_tokens(), 7);
+  // Echo: the prompt opens the text.
+  ChoiceStream e(codec, {}, "Q: ");
+  EXPECT_EQ(e.push(bytes_of("A"), {}).text, "Q: A");
+  EXPECT_EQ(e.finish().text, "");
+}
+
+TEST(ServeStop, ChoiceStreamLogprobsFollowTheText) {
+  const auto codec = TextCodec::bytes();
+  auto lps = [](const std::string& s) {
+    std::vector<inference::TokenLogprob> v;
+    for (unsigned char ch : s) v.push_back({ch, -0.5, {{ch, -0.5}, {'?', -1.5}}});
+    return v;
+  };
+  // "h" "é" (2 bytes) "!" "<" "s" with stop "<s": entries for h, 0xc3, 0xa9, !.
+  ChoiceStream c(codec, {"<s"}, "P");
+  std::vector<LogprobEntry> got;
+  for (const std::string piece : {"h\xc3", "\xa9!", "<", "s"}) {
+    auto d = c.push(bytes_of(piece), lps(piece));
+    got.insert(got.end(), d.logprobs.begin(), d.logprobs.end());
+  }
+  auto rest = c.finish();
+  got.insert(got.end(), rest.logprobs.begin(), rest.logprobs.end());
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].token, "h");
+  EXPECT_EQ(got[1].token, "\xc3");
+  EXPECT_EQ(got[3].token, "!");
+  EXPECT_EQ(got[0].text_offset, 1);  // after the echoed "P"
+  EXPECT_EQ(got[1].text_offset, 2);
+  EXPECT_EQ(got[2].text_offset, 2) << "the second byte of é starts no new character";
+  EXPECT_EQ(got[3].text_offset, 3);
+  ASSERT_EQ(got[0].top.size(), 2u);
+  EXPECT_EQ(got[0].top[1].first, "?");
+  // The JSON of both endpoints.
+  const auto comp = logprobs_json(Endpoint::kCompletions, got);
+  EXPECT_EQ(comp["tokens"][0], "h");
+  EXPECT_EQ(comp["tokens"][1], "bytes:\\xc3") << "a lone byte of a character is shown as OpenAI does";
+  EXPECT_EQ(token_text("\xe2\x82"), "bytes:\\xe2\\x82");
+  EXPECT_EQ(token_text("\xc3\xa9"), "\xc3\xa9");
+  EXPECT_EQ(comp["token_logprobs"][3], -0.5);
+  EXPECT_EQ(comp["top_logprobs"][0]["?"], -1.5);
+  EXPECT_EQ(comp["text_offset"], nlohmann::json::array({1, 2, 2, 3}));
+  const auto chat = logprobs_json(Endpoint::kChat, got);
+  EXPECT_EQ(chat["content"][1]["bytes"], nlohmann::json::array({0xc3}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "?");
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["logprob"], -1.5);
+  EXPECT_EQ(chat["content"].size(), 4u);
+}
+
+// OpenAI's n through the engine thread: one sequence per choice, events tagged by index; one choice
+// cancelled (as a matched stop string does) ends at once while the other runs to max_tokens.
+TEST(ServeLoop, ChoicesAreSequencesAndOneCanBeCancelledAlone) {
+  inference::EngineOptions o;
+  o.num_kv_blocks = 64;
+  o.kv_block_size = 4;
+  Metrics m;
+  declare_serve_metrics(m);
+  // 5 ms a step: 30 tokens take 150 ms, time enough to cancel choice 0 after its first token.
+  ServingLoop loop(std::make_unique<inference::InferenceEngine>(inference::testing::tiny_gpt2(1), o), m,
+                   {std::chrono::milliseconds(5)});
+  inference::SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 30;
+  p.ignore_eos = true;
+  const auto now = Clock::now();
+  auto h = loop.submit({1, 2, 3}, choice_params(p, 2), now, now + std::chrono::seconds(60));
+  std::vector<std::vector<int64_t>> tokens(2);
+  std::vector<inference::FinishReason> finish(2, inference::FinishReason::kNone);
+  bool accepted = false;
+  int finished = 0;
+  while (finished < 2) {
+    auto e = h->next(std::chrono::seconds(10));
+    ASSERT_TRUE(e.has_value()) << "no event for 10 s";
+    ASSERT_TRUE(e->error.empty()) << e->error;
+    if (e->accepted) {
+      accepted = true;
+      continue;
+    }
+    ASSERT_TRUE(e->index == 0 || e->index == 1) << e->index;
+    auto& t = tokens[static_cast<size_t>(e->index)];
+    t.insert(t.end(), e->tokens.begin(), e->tokens.end());
+    if (e->index == 0 && !t.empty()) h->cancel_choice(0);
+    if (e->finished) {
+      finish[static_cast<size_t>(e->index)] = e->finish;
+      ++finished;
+    }
+  }
+  EXPECT_TRUE(accepted);
+  EXPECT_EQ(finish[1], inference::FinishReason::kLength);
+  EXPECT_EQ(tokens[1].size(), 30u);
+  EXPECT_EQ(finish[0], inference::FinishReason::kAborted);
+  EXPECT_LT(tokens[0].size(), 30u) << "the cancelled choice ran to max_tokens";
+  EXPECT_TRUE(std::equal(tokens[0].begin(), tokens[0].end(), tokens[1].begin())) << "greedy choices differ";
+  // A request the engine refuses gets the engine's reason as its first event.
+  p.frequency_penalty = 3;
+  auto refused = loop.submit({1, 2, 3}, choice_params(p, 2), now, now + std::chrono::seconds(60));
+  auto e = refused->next(std::chrono::seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->error.find("frequency_penalty"), std::string::npos) << e->error;
+  loop.stop();
 }
 
 TEST(ServeMetrics, PrometheusText) {
