@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "comm/comm.h"
 #include "config/support.h"
 #include "offload/huge_pages.h"
@@ -156,8 +158,15 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   build_schedule(p);
   p.scaler = precision::make_loss_scaler(c, p.zero.partitioned());
   p.guard = std::make_unique<precision::StepGuard>(c.fp16, c.nan_guard);
+  // The flops profile: world rank 0's, or with pipeline stages one per stage (world rank 0's pipe group).
+  StepTelemetry::ProfilePlace place{p.topology->rank() == 0};
+  if (p.topology->pipe().size() > 1) {
+    const auto& pipe_ranks = p.topology->ranks(parallel::Group::Pipe);
+    place = {std::find(pipe_ranks.begin(), pipe_ranks.end(), 0) != pipe_ranks.end(), p.topology->pipe().rank(),
+             p.topology->pipe().size()};
+  }
   p.telemetry = std::make_unique<StepTelemetry>(c, p.topology->rank(), p.topology->world_size(), module, p.device,
-                                                p.states.get(), p.optimizer.get());
+                                                p.states.get(), p.optimizer.get(), place);
   // Activation checkpointing wraps the LayerList's walk (docs/activation_checkpointing.md); it
   // composes with stage 3's hooks, which gather a segment's parameters before its recompute.
   if (nn::activation_checkpointing_requested(c)) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "util/logging.h"
@@ -13,10 +14,11 @@
 namespace ds {
 
 StepTelemetry::StepTelemetry(const Config& config, int rank, int world, torch::nn::Module& module, torch::Device device,
-                             zero::ModelStates* states, zero::FlatOptimizer* optimizer)
+                             zero::ModelStates* states, zero::FlatOptimizer* optimizer, ProfilePlace place)
     : config_(config), world_(world), device_(device), states_(states), optimizer_(optimizer),
-      monitor_(monitor_options(config, rank)) {
-  if (config.flops_profiler.enabled && rank == 0) flops_profiler_ = std::make_unique<profiling::FlopsProfiler>(module);
+      monitor_(monitor_options(config, rank)), place_(place) {
+  if (config.flops_profiler.enabled && place.profiles)
+    flops_profiler_ = std::make_unique<profiling::FlopsProfiler>(module);
 }
 
 void StepTelemetry::forward_started(int64_t global_steps) {
@@ -162,7 +164,19 @@ void StepTelemetry::print_flops_profile(const StepSnapshot& s) {
     t.peak_flops = profiling::measure_gemm_peak_flops(1024, 3, device_);
     t.peak_source = "measured fp32 GEMM 1024x1024";
   }
-  flops_profiler_->print(t, config_.flops_profiler);
+  if (place_.stage < 0) {
+    flops_profiler_->print(t, config_.flops_profiler);
+    return;
+  }
+  // A pipeline stage: its own file, or stdout under a header naming the stage.
+  FlopsProfilerConfig per_stage = config_.flops_profiler;
+  if (per_stage.output_file && !per_stage.output_file->empty()) {
+    *per_stage.output_file += ".stage" + std::to_string(place_.stage);
+    flops_profiler_->print(t, per_stage);
+  } else {
+    std::cout << "pipeline stage " << place_.stage << " of " << place_.stages << ": this stage's layers\n";
+    flops_profiler_->print(t, per_stage);
+  }
 }
 
 }  // namespace ds

@@ -39,8 +39,15 @@ class StepTelemetry {
  public:
   // `states` and `optimizer` (may be null) are read for the swap report; they must outlive this.
   // Opens the monitors: a bad output_path fails here (IoError).
+  // With pipeline stages (`stage` ≥ 0 of `stages`), `profiles` marks one rank of each stage: each
+  // profiles its own stage's modules, into output_file + ".stage<k>" (or stdout under a header).
+  struct ProfilePlace {
+    bool profiles = false;  // without stages: world rank 0
+    int stage = -1;
+    int stages = 1;
+  };
   StepTelemetry(const Config& config, int rank, int world, torch::nn::Module& module, torch::Device device,
-                zero::ModelStates* states, zero::FlatOptimizer* optimizer);
+                zero::ModelStates* states, zero::FlatOptimizer* optimizer, ProfilePlace place);
 
   void forward_started(int64_t global_steps);  // starts the flops profiler at profile_step
   void forward_finished();
@@ -72,7 +79,8 @@ class StepTelemetry {
   zero::ModelStates* states_;
   zero::FlatOptimizer* optimizer_;
   MonitorMaster monitor_;
-  std::unique_ptr<profiling::FlopsProfiler> flops_profiler_;  // rank 0, flops_profiler.enabled
+  std::unique_ptr<profiling::FlopsProfiler> flops_profiler_;  // ProfilePlace::profiles, flops_profiler.enabled
+  ProfilePlace place_;
   bool flops_profile_active_ = false;                         // this global step is profile_step
   // Milliseconds: this micro-step, and summed over this global step.
   double fwd_ = 0, bwd_ = 0, step_ = 0, fwd_sum_ = 0, bwd_sum_ = 0, step_sum_ = 0;

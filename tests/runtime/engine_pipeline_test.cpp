@@ -205,6 +205,43 @@ TEST(Pipeline, CheckpointExportsTheWholeModel) {
   if (detect_rank() == 0) partest::expect_export_equals(dir, partest::reference("deep8", 2, 3).params, "pp2");
 }
 
+// The flops profiler per stage: each stage's first rank profiles its own layers into
+// output_file.stage<k> (DeepSpeed's profiler sees one rank's module; here every stage is reported).
+TEST(Pipeline, FlopsProfileOfEveryStage) {
+  if (!partest::world_is({2})) GTEST_SKIP() << "world 2 only";
+  const std::string out = ::testing::TempDir() + "pipe_flops/profile.txt";
+  std::string cfg = pipe_config(2, 0);
+  cfg.insert(1, fmt::format(R"("flops_profiler": {{"enabled": true, "profile_step": 1, "output_file": "{}"}}, )", out));
+  auto model = partest::make_model("deep8");
+  auto engine = initialize_pipeline(model, load_config_text(cfg, 2, "<pipe flops>"), lm_options());
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  for (int step = 0; step < 2; ++step) {
+    int micro = 0;
+    engine.train_batch([&] {
+      auto b = partest::batch_for(sampler, step, micro++, 0, 1);
+      return PipeBatch{b.inputs, b.targets};
+    });
+  }
+  engine.communicator().barrier();
+  if (engine.rank() != 0) return;
+  auto read = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string first = read(out + ".stage0"), last = read(out + ".stage1");
+  ASSERT_FALSE(first.empty()) << out << ".stage0";
+  ASSERT_FALSE(last.empty()) << out << ".stage1";
+  // "parameters": stage 0 holds embed + h.0-h.3, stage 1 h.4-h.7 + head (deep8's partition).
+  const auto& parts = engine.pipeline_module().parts();
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_NE(first.find("(0): Module("), std::string::npos) << first;
+  EXPECT_EQ(first.find("(7): Module("), std::string::npos) << first;
+  EXPECT_NE(last.find("(7): Module("), std::string::npos) << last;
+  EXPECT_EQ(last.find("(0): Module("), std::string::npos) << last;
+  std::filesystem::remove_all(::testing::TempDir() + "pipe_flops");
+}
+
 // 16-bit: bf16 PP=2 within 5% of the fp32 reference (the bound the one-rank engine is held to); fp16
 // with a loss scale so high that the first steps overflow: every stage skips the same steps and
 // keeps the same scale, whichever stage's gradients overflowed.
