@@ -60,8 +60,8 @@ inline models::TokenDataset corpus_or_filler(const std::string& path) {
 }
 
 // GPT-2 "tiny" with seeded weights (the same on every run), `vocab` x `embd`, positions for `seq`.
-inline auto seeded_tiny_gpt2(int64_t seq, int64_t vocab = 256, int64_t embd = 64) {
-  torch::manual_seed(1234);
+inline auto seeded_tiny_gpt2(int64_t seq, int64_t vocab = 256, int64_t embd = 64, uint64_t seed = 1234) {
+  torch::manual_seed(seed);
   auto c = models::GPT2Config::preset("tiny");
   c.vocab_size = vocab;
   c.n_embd = embd;

@@ -4,6 +4,7 @@
 //
 //   ./build/benchmarks/onebit                   # drives: mpirun -np 2 <self> --worker --type T
 //   ./build/benchmarks/onebit --world 4 --steps 300
+//   ./build/benchmarks/onebit --seed 1             # another initialisation and sample order
 //   ./build/benchmarks/onebit --exchange-elems 0   # skip timing the bare exchange (124M floats)
 //   ./build/benchmarks/onebit --slow-link 1gbit    # root: Adam vs 1-bit Adam on 2 test hosts over a 1 Gbit/s link
 //
@@ -52,6 +53,7 @@ struct Options {
   int64_t micro = 4, seq = 64, vocab = 256, embd = 64;
   std::string type = "Adam", corpus = "data/devils_dictionary.txt";
   std::string launch_prefix;  // how the driver starts a worker run (mpirun on one host, or on test hosts)
+  int seed = 0;               // another model initialisation and sample order (0: the committed figures')
 };
 
 struct Result {
@@ -71,9 +73,9 @@ std::string optimizer_json(const Options& o) {
 Result run(const Options& o) {
   auto cfg = ds::load_config_text(fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
       "gradient_clipping": 1.0, "optimizer": {}}})", o.micro, optimizer_json(o)), o.world, "<onebit bench>");
-  auto engine = ds::initialize(ds::bench::seeded_tiny_gpt2(o.seq, o.vocab, o.embd), std::move(cfg));
+  auto engine = ds::initialize(ds::bench::seeded_tiny_gpt2(o.seq, o.vocab, o.embd, 1234 + o.seed), std::move(cfg));
   auto data = ds::bench::corpus_or_filler(o.corpus);
-  ds::models::BatchSampler sampler(data, o.seq, 7);
+  ds::models::BatchSampler sampler(data, o.seq, 7 + o.seed);
   auto& dp = engine.topology().data();
   const int d = dp.rank(), world = dp.size();
   std::vector<double> losses;
@@ -136,9 +138,9 @@ Result launch(Options o, const std::string& type, const std::string& self, int f
   const std::string prefix = o.launch_prefix.empty() ? ds::bench::mpirun_prefix(o.world) : o.launch_prefix;
   const std::string cmd = prefix + self +
                           fmt::format(" --worker --world {} --type {} --steps {} --freeze {} --beta2 {} --micro {} --seq {} "
-                                      "--vocab {} --embd {} --corpus {} 2>&1",
+                                      "--vocab {} --embd {} --corpus {} --seed {} 2>&1",
                                       o.world, type, o.steps, o.freeze, o.beta2, o.micro, o.seq, o.vocab, o.embd,
-                                      o.corpus);
+                                      o.corpus, o.seed);
   Result r;
   char name[64] = {0};
   std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %63s %lf %lf %lf %lf %lf", name, &r.final_loss,
@@ -184,6 +186,7 @@ int main(int argc, char** argv) {
   CLI::App app{"onebit: 1-bit Adam, 0/1 Adam and 1-bit LAMB vs Adam and LAMB — final loss and wire bytes"};
   app.add_option("--world", o.world)->capture_default_str();
   app.add_option("--steps", o.steps)->capture_default_str();
+  app.add_option("--seed", o.seed, "another model initialisation and sample order")->capture_default_str();
   app.add_option("--freeze", o.freeze, "freeze_step (var_freeze_step for ZeroOneAdam)")->capture_default_str();
   app.add_option("--beta2", o.beta2, "every optimizer's beta2")->capture_default_str();
   app.add_option("--micro", o.micro)->capture_default_str();
