@@ -71,19 +71,26 @@ TEST(Sampling, RepetitionPenaltyChangesTheGreedyChoice) {
   EXPECT_TRUE(torch::allclose(probs, expected, 1e-6, 1e-6));
 }
 
-TEST(Sampling, RepetitionPenaltyReducesRepeatsOfAModel) {
+// Greedy output of a tiny model that loops, with and without `penalized`'s penalties: fewer repeated
+// tokens with them; the engine and the naive loop agree on the penalized output (prompt excluded).
+void expect_fewer_repeats(const SamplingParams& penalized) {
   auto model = tiny_gpt2(3);
   Pipeline pipe(model);
   std::vector<std::vector<int64_t>> prompts = {{10, 20, 30}};
   auto repeats = [](const std::vector<int64_t>& t) {
     return static_cast<int64_t>(t.size()) - static_cast<int64_t>(std::set<int64_t>(t.begin(), t.end()).size());
   };
-  auto plain = pipe.generate(prompts, greedy(40))[0].tokens;
+  auto plain = pipe.generate(prompts, greedy(penalized.max_tokens))[0].tokens;
+  auto got = pipe.generate(prompts, penalized)[0].tokens;
+  EXPECT_GT(repeats(plain), 0) << "the tiny model should loop without a penalty";
+  EXPECT_LT(repeats(got), repeats(plain));
+  EXPECT_EQ(naive_generate(*model, prompts[0], penalized, 64), got);
+}
+
+TEST(Sampling, RepetitionPenaltyReducesRepeatsOfAModel) {
   auto p = greedy(40);
   p.repetition_penalty = 10.0;
-  auto penalized = pipe.generate(prompts, p)[0].tokens;
-  EXPECT_GT(repeats(plain), 0) << "the tiny model should loop without a penalty";
-  EXPECT_LT(repeats(penalized), repeats(plain));
+  expect_fewer_repeats(p);
 }
 
 TEST(Sampling, FrequencyAndPresencePenaltiesFollowOpenAIsFormula) {
@@ -117,21 +124,10 @@ TEST(Sampling, FrequencyAndPresencePenaltiesFollowOpenAIsFormula) {
 }
 
 TEST(Sampling, FrequencyPenaltyReducesRepeatsOfAModel) {
-  auto model = tiny_gpt2(3);
-  Pipeline pipe(model);
-  std::vector<std::vector<int64_t>> prompts = {{10, 20, 30}};
-  auto repeats = [](const std::vector<int64_t>& t) {
-    return static_cast<int64_t>(t.size()) - static_cast<int64_t>(std::set<int64_t>(t.begin(), t.end()).size());
-  };
-  auto plain = pipe.generate(prompts, greedy(40))[0].tokens;
   auto p = greedy(40);
   p.frequency_penalty = 2.0;
   p.presence_penalty = 2.0;
-  auto penalized = pipe.generate(prompts, p)[0].tokens;
-  EXPECT_GT(repeats(plain), 0) << "the tiny model should loop without a penalty";
-  EXPECT_LT(repeats(penalized), repeats(plain));
-  // The engine and the naive loop agree on which tokens are the output (prompt excluded).
-  EXPECT_EQ(naive_generate(*model, prompts[0], p, 64), penalized);
+  expect_fewer_repeats(p);
 }
 
 TEST(Sampling, SeededRequestsReproduceWhateverShareTheBatch) {
