@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "comm/communicator.h"
 #include "inference/ragged_batch.h"
+#include "inference/tensor_parallel.h"
 #include "util/error.h"
 
 namespace ds::inference {
@@ -32,8 +34,24 @@ KvCacheShape cache_shape_for(const RaggedModel& model, const EngineOptions& o) {
 }  // namespace
 
 InferenceEngine::InferenceEngine(std::shared_ptr<models::CausalLM> model, EngineOptions options)
-    : options_(std::move(options)), model_(make_ragged_model(std::move(model))), seed_rng_(options_.seed) {
+    : options_(std::move(options)), seed_rng_(options_.seed) {
   options_.scheduler.validate();
+  comm::Communicator* tp = options_.tensor_parallel;
+  if (tp != nullptr && tp->size() > 1) {
+    DS_CHECK(model != nullptr, Error, "InferenceEngine: no model given");
+    shard_for_inference(*model, *tp);
+  }
+  model_ = make_ragged_model(std::move(model));
+  if (tp != nullptr && tp->size() > 1) {
+    if (tp->rank() == 0) {
+      auto leader = std::make_unique<TpLeader>(std::move(model_), *tp);
+      leader_ = leader.get();
+      model_ = std::move(leader);
+    } else {
+      follower_ = true;
+      model_->set_compute_logits(false);
+    }
+  }
   cache_ = std::make_unique<KvCache>(cache_shape_for(*model_, options_), model_->dtype(), model_->device());
   scheduler_ = std::make_unique<Scheduler>(options_.scheduler, *cache_);
   counters_.kv_blocks_total = cache_->shape().num_blocks;
@@ -41,7 +59,22 @@ InferenceEngine::InferenceEngine(std::shared_ptr<models::CausalLM> model, Engine
 
 InferenceEngine::~InferenceEngine() = default;
 
+int64_t InferenceEngine::follow() {
+  if (!follower_) return 0;
+  return follow_tp_leader(*model_, *cache_, *options_.tensor_parallel);
+}
+
+void InferenceEngine::release_followers() {
+  if (leader_ != nullptr) leader_->release();
+}
+
+void InferenceEngine::keep_alive() {
+  if (leader_ != nullptr) leader_->keep_alive();
+}
+
 int64_t InferenceEngine::add_request(std::vector<int64_t> prompt, SamplingParams params) {
+  DS_CHECK(!follower_, Error, "inference: tensor-parallel rank " + std::to_string(options_.tensor_parallel->rank()) +
+                                  " follows rank 0, which takes the requests (call follow() here)");
   params.validate();
   const int64_t len = static_cast<int64_t>(prompt.size()), vocab = model_->vocab_size();
   const int64_t max_pos = model_->max_positions();
@@ -135,6 +168,8 @@ RequestOutput InferenceEngine::take_output(Sequence& seq) {
 }
 
 std::vector<RequestOutput> InferenceEngine::step() {
+  DS_CHECK(!follower_, Error, "inference: tensor-parallel rank " + std::to_string(options_.tensor_parallel->rank()) +
+                                  " follows rank 0, which runs the steps (call follow() here)");
   std::vector<RequestOutput> outputs;
   for (int64_t id : aborted_) {
     auto it = sequences_.find(id);

@@ -18,7 +18,13 @@
 #include "inference/sequence.h"
 #include "models/causal_lm.h"
 
+namespace ds::comm {
+class Communicator;
+}
+
 namespace ds::inference {
+
+class TpLeader;
 
 struct EngineOptions {
   SchedulerConfig scheduler;
@@ -28,6 +34,10 @@ struct EngineOptions {
   int64_t kv_cache_mib = 256;
   uint64_t seed = 0;              // seeds of requests that give none are drawn from this
   std::vector<int64_t> eos_token_ids;  // end generation unless a request sets ignore_eos
+  // A group of > 1 ranks: tensor-parallel inference over it (tensor_parallel.h). Every rank of the
+  // group constructs the engine with the same options and model weights; rank 0 runs it, the others
+  // follow(). Not owned; must outlive the engine.
+  comm::Communicator* tensor_parallel = nullptr;
 };
 
 // What one request produced in one step. Tokens are handed out once, in order; while a request has
@@ -57,8 +67,18 @@ struct EngineStats {
 
 class InferenceEngine {
  public:
+  // With options.tensor_parallel: collective over the group (the model is cut into this rank's share).
   InferenceEngine(std::shared_ptr<models::CausalLM> model, EngineOptions options);
   ~InferenceEngine();
+
+  // Tensor parallelism: rank 0 of the group leads (add_request, step; the others' calls of those are
+  // errors). Each follow() on the other ranks runs the leader's forwards until the leader calls
+  // release_followers() once; it returns the forwards run. An idle leader calls keep_alive() now and
+  // then so its followers' waits stay within the communicator's watchdog. No-ops without a group.
+  bool is_follower() const noexcept { return follower_; }
+  int64_t follow();
+  void release_followers();
+  void keep_alive();
 
   // Queues a request; returns its id. ds::ConfigError for bad parameters, ds::Error for a prompt
   // that is empty, has ids outside the vocabulary, leaves no room to generate within the model's
@@ -83,6 +103,8 @@ class InferenceEngine {
 
   EngineOptions options_;
   std::unique_ptr<RaggedModel> model_;
+  TpLeader* leader_ = nullptr;  // model_ itself, on rank 0 of a tensor-parallel group
+  bool follower_ = false;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;

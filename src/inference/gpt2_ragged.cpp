@@ -14,10 +14,13 @@ namespace {
 class Gpt2Ragged final : public RaggedModel {
  public:
   Gpt2Ragged(std::shared_ptr<models::CausalLM> model, models::GPT2Impl& gpt2)
-      : RaggedModel(std::move(model)), gpt2_(gpt2), cfg_(gpt2.config()) {}
+      : RaggedModel(std::move(model)), gpt2_(gpt2), cfg_(gpt2.config()), d_(cfg_.n_embd / cfg_.n_head) {
+    const auto& block = *gpt2.transformer->h->ptr<models::BlockImpl>(0);
+    heads_ = local_heads(block.attn->c_attn->weight, d_, 3);  // q|k|v fused
+  }
 
   KvCacheShape cache_shape() const override {
-    return {.num_layers = cfg_.n_layer, .kv_heads = cfg_.n_head, .head_dim = cfg_.n_embd / cfg_.n_head,
+    return {.num_layers = cfg_.n_layer, .kv_heads = heads_, .head_dim = d_,
             .block_size = 0, .num_blocks = 0};
   }
   int64_t vocab_size() const override { return cfg_.vocab_size; }
@@ -26,7 +29,7 @@ class Gpt2Ragged final : public RaggedModel {
   torch::Tensor forward(const RaggedBatch& batch, KvCache& cache) override {
     torch::NoGradGuard no_grad;
     auto& t = *gpt2_.transformer;
-    const int64_t n = batch.num_tokens(), c = cfg_.n_embd, heads = cfg_.n_head, d = c / heads;
+    const int64_t n = batch.num_tokens(), heads = heads_, d = d_, c = heads * d;  // c: this rank's width
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     auto x = t.wte->forward(batch.token_ids) + t.wpe->forward(batch.positions);  // [N,C]
     for (int64_t l = 0; l < cfg_.n_layer; ++l) {
@@ -37,6 +40,7 @@ class Gpt2Ragged final : public RaggedModel {
       x = x + block.attn->c_proj(y.view({n, c}));
       x = x + block.mlp(nn::layer_norm(block.ln_2, x));
     }
+    if (!compute_logits_) return {};
     auto last = nn::layer_norm(t.ln_f, x.index_select(0, batch.last_rows));           // [S,C]
     return torch::linear(last, t.wte->weight).to(torch::kFloat);      // [S,V]
   }
@@ -44,6 +48,7 @@ class Gpt2Ragged final : public RaggedModel {
  private:
   models::GPT2Impl& gpt2_;
   models::GPT2Config cfg_;
+  int64_t d_ = 0, heads_ = 0;
 };
 
 }  // namespace

@@ -19,10 +19,13 @@ class LlamaRagged final : public RaggedModel {
       : RaggedModel(std::move(model)), llama_(llama), cfg_(llama.config()) {
     inv_freq_ = models::rope_inv_freq(cfg_.head_dim, cfg_.rope_theta, cfg_.rope_scaling,
                                       cfg_.max_position_embeddings, 0);
+    const auto& attn = *llama.model->layers->ptr<models::LlamaDecoderLayerImpl>(0)->self_attn;
+    heads_ = local_heads(attn.q_proj->weight, cfg_.head_dim);
+    kv_heads_ = local_heads(attn.k_proj->weight, cfg_.head_dim);
   }
 
   KvCacheShape cache_shape() const override {
-    return {.num_layers = cfg_.num_hidden_layers, .kv_heads = cfg_.num_key_value_heads, .head_dim = cfg_.head_dim,
+    return {.num_layers = cfg_.num_hidden_layers, .kv_heads = kv_heads_, .head_dim = cfg_.head_dim,
             .block_size = 0, .num_blocks = 0};
   }
   int64_t vocab_size() const override { return cfg_.vocab_size; }
@@ -31,8 +34,7 @@ class LlamaRagged final : public RaggedModel {
   torch::Tensor forward(const RaggedBatch& batch, KvCache& cache) override {
     torch::NoGradGuard no_grad;
     auto& m = *llama_.model;
-    const int64_t n = batch.num_tokens(), h = cfg_.num_attention_heads, hkv = cfg_.num_key_value_heads,
-                  d = cfg_.head_dim;
+    const int64_t n = batch.num_tokens(), h = heads_, hkv = kv_heads_, d = cfg_.head_dim;
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     auto x = torch::embedding(m.embed_tokens->weight, batch.token_ids);  // [N,C]
     // cos/sin [N,1,D] per token position, computed in fp32 as RotaryEmbedding does, then cast.
@@ -50,6 +52,7 @@ class LlamaRagged final : public RaggedModel {
       x = x + attn.o_proj(y.reshape({n, h * d}));
       x = x + layer.mlp(layer.post_attention_layernorm(x));
     }
+    if (!compute_logits_) return {};
     auto last = m.norm(x.index_select(0, batch.last_rows));  // [S,C]
     const auto& head = llama_.lm_head ? llama_.lm_head->weight : m.embed_tokens->weight;
     return torch::linear(last, head).to(torch::kFloat);  // [S,V]
@@ -59,6 +62,7 @@ class LlamaRagged final : public RaggedModel {
   models::LlamaImpl& llama_;
   models::LlamaConfig cfg_;
   torch::Tensor inv_freq_;
+  int64_t heads_ = 0, kv_heads_ = 0;  // this rank's
 };
 
 }  // namespace

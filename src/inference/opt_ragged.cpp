@@ -16,11 +16,12 @@ namespace {
 class OptRagged final : public RaggedModel {
  public:
   OptRagged(std::shared_ptr<models::CausalLM> model, models::OPTImpl& opt)
-      : RaggedModel(std::move(model)), opt_(opt), cfg_(opt.config()) {}
+      : RaggedModel(std::move(model)), opt_(opt), cfg_(opt.config()), d_(cfg_.hidden_size / cfg_.num_attention_heads) {
+    heads_ = local_heads(opt.model->decoder->layers->ptr<models::OPTDecoderLayerImpl>(0)->self_attn->q_proj->weight, d_);
+  }
 
   KvCacheShape cache_shape() const override {
-    return {.num_layers = cfg_.num_hidden_layers, .kv_heads = cfg_.num_attention_heads,
-            .head_dim = cfg_.hidden_size / cfg_.num_attention_heads, .block_size = 0, .num_blocks = 0};
+    return {.num_layers = cfg_.num_hidden_layers, .kv_heads = heads_, .head_dim = d_, .block_size = 0, .num_blocks = 0};
   }
   int64_t vocab_size() const override { return cfg_.vocab_size; }
   int64_t max_positions() const override { return cfg_.max_position_embeddings; }
@@ -28,7 +29,7 @@ class OptRagged final : public RaggedModel {
   torch::Tensor forward(const RaggedBatch& batch, KvCache& cache) override {
     torch::NoGradGuard no_grad;
     auto& dec = *opt_.model->decoder;
-    const int64_t n = batch.num_tokens(), c = cfg_.hidden_size, heads = cfg_.num_attention_heads, d = c / heads;
+    const int64_t n = batch.num_tokens(), heads = heads_, d = d_, c = heads * d;  // c: this rank's width
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     const bool pre_ln = cfg_.do_layer_norm_before;
     const int64_t pad = models::hf::padding_row(cfg_.pad_token_id, cfg_.vocab_size).value_or(-1);
@@ -46,6 +47,7 @@ class OptRagged final : public RaggedModel {
       x = x + layer.fc2(torch::relu(layer.fc1(pre_ln ? nn::layer_norm(layer.final_layer_norm, x) : x)));
       if (!pre_ln) x = nn::layer_norm(layer.final_layer_norm, x);
     }
+    if (!compute_logits_) return {};
     auto last = x.index_select(0, batch.last_rows);  // [S,C]
     if (dec.final_layer_norm) last = nn::layer_norm(dec.final_layer_norm, last);
     if (dec.project_out) last = dec.project_out(last);
@@ -56,6 +58,7 @@ class OptRagged final : public RaggedModel {
  private:
   models::OPTImpl& opt_;
   models::OPTConfig cfg_;
+  int64_t d_ = 0, heads_ = 0;  // heads: this rank's
 };
 
 }  // namespace

@@ -2,10 +2,41 @@
 
 #include <map>
 
+#include "comm/communicator.h"
+#include "inference/tensor_parallel.h"
 #include "models/pretrained.h"
 #include "util/error.h"
 
 namespace ds::inference {
+namespace {
+
+// Completions as JSON, for rank 0 to hand them to the other tensor-parallel ranks.
+nlohmann::json to_json(const std::vector<Completion>& out) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& c : out) {
+    nlohmann::json lp = nlohmann::json::array();
+    for (const auto& t : c.logprobs) lp.push_back({t.token, t.logprob, t.top});
+    j.push_back({{"tokens", c.tokens}, {"logprobs", lp}, {"finish", static_cast<int>(c.finish)},
+                 {"prompt_tokens", c.prompt_tokens}});
+  }
+  return j;
+}
+
+std::vector<Completion> completions_from_json(const nlohmann::json& j) {
+  std::vector<Completion> out;
+  for (const auto& c : j) {
+    Completion& o = out.emplace_back();
+    o.tokens = c.at("tokens").get<std::vector<int64_t>>();
+    for (const auto& t : c.at("logprobs"))
+      o.logprobs.push_back({t.at(0).get<int64_t>(), t.at(1).get<double>(),
+                            t.at(2).get<std::vector<std::pair<int64_t, double>>>()});
+    o.finish = static_cast<FinishReason>(c.at("finish").get<int>());
+    o.prompt_tokens = c.at("prompt_tokens").get<int64_t>();
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<int64_t> eos_token_ids(const nlohmann::json& hf_config, int64_t vocab_size) {
   std::vector<int64_t> ids;
@@ -47,6 +78,32 @@ std::vector<Completion> Pipeline::generate(const std::vector<std::vector<int64_t
 
 std::vector<Completion> Pipeline::generate(const std::vector<std::vector<int64_t>>& prompts,
                                            const std::vector<SamplingParams>& params) {
+  comm::Communicator* tp = engine_->options().tensor_parallel;
+  if (tp == nullptr || tp->size() == 1) return run(prompts, params);
+  // Rank 0 runs the engine while the others follow its forwards; then everyone gets its result.
+  std::vector<Completion> out;
+  std::exception_ptr failed;
+  std::string error;
+  if (engine_->is_follower()) {
+    engine_->follow();
+  } else {
+    try {
+      out = run(prompts, params);
+    } catch (const std::exception& e) {
+      failed = std::current_exception();
+      error = e.what();
+    }
+    engine_->release_followers();
+  }
+  const auto result = nlohmann::json::parse(
+      broadcast_text(*tp, tp->rank() == 0 ? (failed ? nlohmann::json{{"error", error}} : to_json(out)).dump() : ""));
+  if (failed) std::rethrow_exception(failed);
+  if (result.is_object()) throw Error(result.at("error").get<std::string>());
+  return tp->rank() == 0 ? out : completions_from_json(result);
+}
+
+std::vector<Completion> Pipeline::run(const std::vector<std::vector<int64_t>>& prompts,
+                                      const std::vector<SamplingParams>& params) {
   DS_CHECK(params.size() == prompts.size(), Error,
            "Pipeline::generate: " + std::to_string(params.size()) + " SamplingParams for " +
                std::to_string(prompts.size()) + " prompts (give one per prompt, or one for all)");

@@ -33,6 +33,9 @@ class Pipeline {
   static Pipeline from_pretrained(const std::string& dir, EngineOptions options = {},
                                   torch::ScalarType dtype = torch::kFloat32);
 
+  // With options.tensor_parallel every rank of the group calls generate (rank 0's prompts and
+  // parameters count; the others' are ignored) and gets the same completions; an error on rank 0 is
+  // thrown on every rank.
   std::vector<Completion> generate(const std::vector<std::vector<int64_t>>& prompts, const SamplingParams& params);
   // One SamplingParams per prompt.
   std::vector<Completion> generate(const std::vector<std::vector<int64_t>>& prompts,
@@ -41,6 +44,8 @@ class Pipeline {
   InferenceEngine& engine() { return *engine_; }
 
  private:
+  std::vector<Completion> run(const std::vector<std::vector<int64_t>>& prompts, const std::vector<SamplingParams>& params);
+
   std::unique_ptr<InferenceEngine> engine_;
 };
 

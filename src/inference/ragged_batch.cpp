@@ -20,6 +20,12 @@ torch::Tensor to_tensor(std::vector<int64_t>& v, torch::Device device) {
 }  // namespace
 
 RaggedBatch::RaggedBatch(std::span<const ChunkView> views, int64_t block_size, torch::Device device) {
+  wire_ = {block_size, static_cast<int64_t>(views.size())};
+  for (const auto& c : views)
+    wire_.insert(wire_.end(), {static_cast<int64_t>(c.tokens.size()), c.start, static_cast<int64_t>(c.block_table.size())});
+  for (const auto& c : views) wire_.insert(wire_.end(), c.tokens.begin(), c.tokens.end());
+  for (const auto& c : views) wire_.insert(wire_.end(), c.block_table.begin(), c.block_table.end());
+
   std::vector<int64_t> ids, pos, slot, last, drows, dpos, dslots;
   int64_t cmax = 0;
   for (const auto& c : views)
@@ -58,6 +64,33 @@ RaggedBatch::RaggedBatch(std::span<const ChunkView> views, int64_t block_size, t
   decode_rows = to_tensor(drows, device);
   decode_positions = to_tensor(dpos, device);
   decode_slots = to_tensor(dslots, device).view({num_decodes, num_decodes ? cmax : 0});
+}
+
+RaggedBatch RaggedBatch::from_wire(std::span<const int64_t> wire, torch::Device device) {
+  DS_CHECK(wire.size() >= 2, Error, "RaggedBatch::from_wire: " + std::to_string(wire.size()) + " values, no header");
+  const int64_t block_size = wire[0], s = wire[1];
+  DS_CHECK(block_size > 0 && s >= 0 && static_cast<int64_t>(wire.size()) >= 2 + 3 * s, Error,
+           "RaggedBatch::from_wire: a malformed header");
+  int64_t tokens = 0, tables = 0;
+  for (int64_t i = 0; i < s; ++i) {
+    tokens += wire[static_cast<size_t>(2 + 3 * i)];
+    tables += wire[static_cast<size_t>(4 + 3 * i)];
+  }
+  DS_CHECK(static_cast<int64_t>(wire.size()) == 2 + 3 * s + tokens + tables, Error,
+           "RaggedBatch::from_wire: " + std::to_string(wire.size()) + " values, the header describes " +
+               std::to_string(2 + 3 * s + tokens + tables));
+  std::vector<int32_t> table_values(wire.begin() + 2 + 3 * s + tokens, wire.end());
+  std::vector<ChunkView> views;
+  size_t tok = static_cast<size_t>(2 + 3 * s), tab = 0;
+  for (int64_t i = 0; i < s; ++i) {
+    const auto n = static_cast<size_t>(wire[static_cast<size_t>(2 + 3 * i)]);
+    const auto t = static_cast<size_t>(wire[static_cast<size_t>(4 + 3 * i)]);
+    views.push_back({wire.subspan(tok, n), wire[static_cast<size_t>(3 + 3 * i)],
+                     std::span<const int32_t>(table_values).subspan(tab, t)});
+    tok += n;
+    tab += t;
+  }
+  return RaggedBatch(views, block_size, device);
 }
 
 }  // namespace ds::inference

@@ -24,6 +24,13 @@ struct ChunkView {
 class RaggedBatch {
  public:
   RaggedBatch(std::span<const ChunkView> views, int64_t block_size, torch::Device device);
+  // The batch rebuilt from another process's wire() (tensor-parallel followers run the leader's batch).
+  static RaggedBatch from_wire(std::span<const int64_t> wire, torch::Device device);
+
+  // What the batch was built from, as int64s: block size, sequence count, then per sequence (tokens,
+  // start, block-table length), then every sequence's tokens, then every block table. Small (no
+  // context slots): what one process sends another to run the same forward.
+  const std::vector<int64_t>& wire() const noexcept { return wire_; }
 
   int64_t num_tokens() const noexcept { return num_tokens_; }
   int64_t num_sequences() const noexcept { return num_sequences_; }
@@ -51,6 +58,7 @@ class RaggedBatch {
  private:
   int64_t num_tokens_ = 0;
   int64_t num_sequences_ = 0;
+  std::vector<int64_t> wire_;
 };
 
 }  // namespace ds::inference
