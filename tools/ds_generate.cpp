@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
   app.add_option("--logprobs", logprobs, "print each token's logprob and this many alternatives")
       ->check(ds::tools::whole_number(0, 20));
   ds::tools::add_inference_engine_options(app, eo, no_split, bf16);
+  int64_t tensor_parallel = 1;
+  ds::tools::add_tensor_parallel_option(app, tensor_parallel);
   app.add_flag("--json", json, "one JSON object per prompt");
   CLI11_PARSE(app, argc, argv);
   // Keep freed heap memory mapped: each forward's temporaries would otherwise fault in fresh pages.
@@ -89,6 +91,8 @@ int main(int argc, char** argv) {
   try {
     if (model_dir.empty() && preset.empty())
       throw ds::Error("give --model-dir DIR (a Hugging Face folder) or --preset NAME (a random GPT-2)");
+    auto tp = ds::tools::tensor_parallel_world(tensor_parallel, "ds-generate");
+    eo.tensor_parallel = tp.get();
     const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
     auto load = [&]() -> Pipeline {
       if (!model_dir.empty()) return Pipeline::from_pretrained(model_dir, eo, dtype);
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
     auto out = pipe.generate(ids, sp);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+    if (pipe.engine().is_follower()) return 0;  // rank 0 prints what every rank got
     int64_t generated = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       const auto& c = out[i];
@@ -124,9 +129,10 @@ int main(int argc, char** argv) {
       }
     }
     const auto st = pipe.engine().stats();
-    std::fprintf(stderr, "%zu prompts, %lld tokens generated in %.3f s (%.1f tokens/s); %lld forwards, %lld preemptions\n",
+    std::fprintf(stderr, "%zu prompts, %lld tokens generated in %.3f s (%.1f tokens/s); %lld forwards, %lld preemptions%s\n",
                  out.size(), static_cast<long long>(generated), secs, secs > 0 ? generated / secs : 0.0,
-                 static_cast<long long>(st.steps), static_cast<long long>(st.preemptions));
+                 static_cast<long long>(st.steps), static_cast<long long>(st.preemptions),
+                 tensor_parallel > 1 ? (", tensor-parallel over " + std::to_string(tensor_parallel) + " ranks").c_str() : "");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ds-generate: %s\n", e.what());

@@ -2,7 +2,8 @@
 // Hugging Face model folder (gpt2, llama, mistral, qwen2) with its tokenizer (bytes as tokens when
 // the folder has none), then answers /v1/completions and /v1/chat/completions (streamed with
 // server-sent events on request) from many connections through one continuous-batching engine.
-// SIGTERM or SIGINT: new requests get 503, in-flight ones finish, exit 0.
+// SIGTERM or SIGINT: new requests get 503, in-flight ones finish, exit 0. Under mpirun -np N with
+// --tensor-parallel N the model is cut over the N ranks: rank 0 serves, the others follow its forwards.
 //
 //   ds-serve --model-dir ./my-gpt2 --port 8000
 //   curl localhost:8000/v1/completions -d '{"model":"my-gpt2","prompt":"Hello","max_tokens":16}'
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(ds::tools::real_number(0, 1e7));
   app.add_option("--seed", eo.seed, "seeds of requests that give none are drawn from this")->capture_default_str();
   ds::tools::add_inference_engine_options(app, eo, no_split, bf16);
+  int64_t tensor_parallel = 1;
+  ds::tools::add_tensor_parallel_option(app, tensor_parallel);
   app.add_option("--step-delay-ms", step_delay_ms, "sleep this long after every engine step (for tests of limits)")
       ->capture_default_str()->check(ds::tools::whole_number(0, 60000));
   CLI11_PARSE(app, argc, argv);
@@ -72,6 +75,8 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is a failed write, not a dead server
 
   try {
+    auto tp = ds::tools::tensor_parallel_world(tensor_parallel, "ds-serve");
+    eo.tensor_parallel = tp.get();
     ds::models::PretrainedOptions po;
     po.dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
     auto model = ds::models::from_pretrained(model_dir, po);
@@ -79,16 +84,21 @@ int main(int argc, char** argv) {
     const auto cfg = model->hf_config();
     eo.eos_token_ids = ds::inference::eos_token_ids(cfg, cfg.value("vocab_size", int64_t{0}));
     auto engine = std::make_unique<ds::inference::InferenceEngine>(model, eo);
+    if (engine->is_follower()) {  // ranks 1..: run rank 0's forwards until its server stops
+      engine->follow();
+      return 0;
+    }
     const TextCodec codec = TextCodec::from_model_dir(model_dir);
     Metrics metrics;
     declare_serve_metrics(metrics);
     ServingLoop loop(std::move(engine), metrics, {std::chrono::milliseconds(step_delay_ms)});
     Server server(so, loop, codec, metrics);
     const int port = server.bind();
-    std::printf("ds-serve: listening on http://%s:%d (model '%s', %s; context %lld tokens, %lld KV blocks of %lld)\n",
+    std::printf("ds-serve: listening on http://%s:%d (model '%s', %s; context %lld tokens, %lld KV blocks of %lld%s)\n",
                 so.host.c_str(), port, so.model_name.c_str(), codec.describe().c_str(),
                 static_cast<long long>(loop.max_positions()), static_cast<long long>(loop.kv_blocks_total()),
-                static_cast<long long>(loop.kv_block_size()));
+                static_cast<long long>(loop.kv_block_size()),
+                tensor_parallel > 1 ? ("; tensor-parallel over " + std::to_string(tensor_parallel) + " ranks").c_str() : "");
     std::fflush(stdout);
     std::thread signals([&] {
       int sig = 0;

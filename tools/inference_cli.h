@@ -3,8 +3,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
+#include <string>
+
 #include "cli_checks.h"
+#include "comm/comm.h"
 #include "inference/engine.h"
+#include "util/error.h"
 
 namespace ds::tools {
 
@@ -25,6 +30,25 @@ inline void add_inference_engine_options(CLI::App& app, inference::EngineOptions
   app.add_flag("--no-split-prompts", no_split, "run each prompt whole instead of Dynamic SplitFuse chunks");
   app.add_flag("--prefix-caching", eo.scheduler.prefix_caching, "share full prompt blocks between requests");
   app.add_flag("--bf16", bf16, "bf16 weights and KV cache (default fp32)");
+}
+
+// --tensor-parallel N: the model cut over the N ranks of `mpirun -np N` (docs/inference.md).
+inline void add_tensor_parallel_option(CLI::App& app, int64_t& tensor_parallel) {
+  app.add_option("--tensor-parallel", tensor_parallel, "cut the model over this many ranks (run under mpirun -np N)")
+      ->capture_default_str()->check(whole_number(1, 4096));
+}
+
+// The world communicator for --tensor-parallel (nullptr for one process): it must be exactly the
+// launcher's world, so a mismatch is an error before any model is loaded.
+inline std::unique_ptr<comm::Communicator> tensor_parallel_world(int64_t tensor_parallel, const std::string& tool) {
+  const int world = comm::launcher_world_size();
+  if (tensor_parallel == 1 && world == 1) return nullptr;
+  if (world != tensor_parallel)
+    throw ConfigError("--tensor-parallel", tool + " runs one process per tensor-parallel rank: --tensor-parallel " +
+                                               std::to_string(tensor_parallel) + " needs mpirun -np " +
+                                               std::to_string(tensor_parallel) + ", but the launcher started " +
+                                               std::to_string(world));
+  return comm::make_communicator();
 }
 
 }  // namespace ds::tools

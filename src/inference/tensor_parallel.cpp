@@ -1,8 +1,10 @@
 #include "inference/tensor_parallel.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
+#include "comm/watchdog.h"
 #include "parallel/auto_tp.h"
 #include "util/error.h"
 
@@ -25,6 +27,8 @@ void shard_for_inference(models::CausalLM& model, comm::Communicator& tp) {
 TpLeader::TpLeader(std::unique_ptr<RaggedModel> inner, comm::Communicator& tp)
     : RaggedModel(inner->model_ptr()), inner_(std::move(inner)), tp_(tp),
       last_sent_(std::chrono::steady_clock::now()) {
+  const double timeout_s = comm::comm_timeout_from_env();
+  keep_alive_interval_ = std::chrono::duration<double>(timeout_s > 0 ? std::min(5.0, timeout_s / 4) : 5.0);
   DS_CHECK(tp.rank() == 0, Error, "TpLeader: rank 0 of the tensor-parallel group leads, not rank " +
                                       std::to_string(tp.rank()));
 }
@@ -44,8 +48,8 @@ torch::Tensor TpLeader::forward(const RaggedBatch& batch, KvCache& cache) {
 
 void TpLeader::release() { send(kReturn, {}); }
 
-void TpLeader::keep_alive(std::chrono::milliseconds interval) {
-  if (std::chrono::steady_clock::now() - last_sent_ >= interval) send(kKeepAlive, {});
+void TpLeader::keep_alive() {
+  if (std::chrono::steady_clock::now() - last_sent_ >= keep_alive_interval_) send(kKeepAlive, {});
 }
 
 std::string broadcast_text(comm::Communicator& tp, const std::string& text) {

@@ -40,8 +40,9 @@ class TpLeader final : public RaggedModel {
 
   // The followers return from follow_tp_leader.
   void release();
-  // When nothing was sent for `interval`: a KeepAlive, so idle followers' waits stay short.
-  void keep_alive(std::chrono::milliseconds interval = std::chrono::seconds(5));
+  // A KeepAlive when nothing was sent for a quarter of the watchdog's timeout (DS_COMM_TIMEOUT_S;
+  // at most 5 s), so an idle leader's followers never wait long enough to be called hung.
+  void keep_alive();
 
  private:
   void send(int64_t command, const std::vector<int64_t>& payload);
@@ -49,6 +50,7 @@ class TpLeader final : public RaggedModel {
   std::unique_ptr<RaggedModel> inner_;
   comm::Communicator& tp_;
   std::chrono::steady_clock::time_point last_sent_;
+  std::chrono::duration<double> keep_alive_interval_;
 };
 
 // Collective over `tp`: rank 0's `text` on every rank (Pipeline::generate hands its results to the

@@ -233,6 +233,8 @@ void ServingLoop::run() {
         auto outputs = engine_->step();
         dispatch(outputs, Clock::now());
         if (options_.step_delay.count() > 0) std::this_thread::sleep_for(options_.step_delay);
+      } else {
+        engine_->keep_alive();  // tensor-parallel followers wait on a watched collective
       }
       publish_stats(Clock::now());
     } catch (const std::exception& e) {
@@ -248,6 +250,11 @@ void ServingLoop::run() {
       break;
     }
     if (stopping && !engine_->has_unfinished()) break;
+  }
+  try {
+    engine_->release_followers();  // tensor-parallel ranks 1.. return from follow() and exit
+  } catch (const std::exception& e) {
+    spdlog::error("ds-serve: releasing the tensor-parallel ranks failed: {}", e.what());
   }
 }
 

@@ -4,7 +4,9 @@
 // reports why the engine refused it), runs step() while anything is unfinished, and pushes each
 // choice's new tokens to the handle. A handle that is cancelled (client gone) or past its
 // deadline is aborted at the next step, so its KV blocks return to the pool. Metrics: queue
-// length, running requests, KV blocks, tokens/s, time to first token, inter-token latency.
+// length, running requests, KV blocks, tokens/s, time to first token, inter-token latency. With a
+// tensor-parallel engine (rank 0's) the loop keeps the followers alive while idle and releases them
+// when it ends.
 #pragma once
 
 #include <atomic>

@@ -443,5 +443,33 @@ TEST_F(ServeLimits, SigtermFinishesInFlightRequestAndExitsZero) {
   EXPECT_EQ(s.finish, "length") << "the in-flight request was not finished: " << b.h.body;
 }
 
+// ds-serve --tensor-parallel 2 launched by ds-run on 2 ranks: rank 0 serves, rank 1 runs its
+// forwards over half the heads. Answers equal the one-process Pipeline (plain and streamed); the
+// server idles past the watchdog's timeout (3 s here) and still answers (the leader keeps its
+// follower alive); SIGTERM to ds-run drains rank 0, releases rank 1, and everything exits 0.
+TEST(ServeTensorParallel, TwoRanksAnswerAsOneAndStopOnSigterm) {
+  const std::string dir = make_model_dir();
+  const std::string ds_run = (fs::path(DS_BINARY_DIR) / "tools/ds-run").string();
+  ServeProcess server(dir, {"--tensor-parallel", "2"},
+                      {"env", "DS_COMM_TIMEOUT_S=3", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                       ds_run, "--num_procs", "2"});
+  ASSERT_GT(server.port(), 0) << "ds-serve did not start: " << server.banner();
+  EXPECT_NE(server.banner().find("tensor-parallel over 2 ranks"), std::string::npos) << server.banner();
+  auto pipe = inference::Pipeline::from_pretrained(dir);
+  const auto codec = TextCodec::bytes();
+  for (const std::string prompt : {"Hello", "The quick brown fox"}) {
+    const auto want = pipe.generate({codec.encode(prompt, true)}, inference::testing::greedy(20));
+    const std::string text = codec.decode(want[0].tokens);
+    const Http h = curl(server.url("/v1/completions"), completion_body(prompt, 20));
+    ASSERT_EQ(h.status, 200) << h.body;
+    EXPECT_EQ(json::parse(h.body)["choices"][0]["text"], text) << prompt;
+    EXPECT_EQ(parse_sse(curl(server.url("/v1/completions"), completion_body(prompt, 20, true)).body).text, text);
+  }
+  std::this_thread::sleep_for(5s);  // idle longer than DS_COMM_TIMEOUT_S
+  const Http after = curl(server.url("/v1/completions"), completion_body("Hello", 4));
+  EXPECT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 }  // namespace
 }  // namespace ds::serve::testing

@@ -40,10 +40,15 @@ inline CommandResult run_command(const std::string& cmd) {
 class ServeProcess {
  public:
   // Starts ds-serve with `args` (after --model-dir DIR --port 0) and waits for its listening line.
-  ServeProcess(const std::string& model_dir, const std::vector<std::string>& args) {
+  // `launcher` goes before the binary (mpirun -np 2 ...: the process is then mpirun, which forwards
+  // SIGTERM to every rank).
+  ServeProcess(const std::string& model_dir, const std::vector<std::string>& args,
+               const std::vector<std::string>& launcher = {}) {
     int out[2];
     if (pipe(out) != 0) return;
-    std::vector<std::string> argv = {serve_binary().string(), "--model-dir", model_dir, "--port", "0"};
+    std::vector<std::string> argv = launcher;
+    for (std::string a : {serve_binary().string(), std::string("--model-dir"), model_dir, std::string("--port"), std::string("0")})
+      argv.push_back(a);
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = fork();
     if (pid_ == 0) {
@@ -53,7 +58,7 @@ class ServeProcess {
       std::vector<char*> cargv;
       for (auto& a : argv) cargv.push_back(a.data());
       cargv.push_back(nullptr);
-      execv(cargv[0], cargv.data());
+      execvp(cargv[0], cargv.data());
       _exit(127);
     }
     close(out[1]);
