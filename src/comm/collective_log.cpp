@@ -35,7 +35,8 @@ int64_t wire_bytes(OpKind op, int64_t bytes, int world) noexcept {
     case OpKind::AllReduce: return 2 * (p - 1) * bytes / p;
     case OpKind::ReduceScatter:
     case OpKind::AllGather:
-    case OpKind::AllToAll: return (p - 1) * bytes / p;
+    case OpKind::AllToAll:
+    case OpKind::Reduce: return (p - 1) * bytes / p;  // reduce: every rank but the root sends once
     case OpKind::Broadcast: return bytes;
     case OpKind::Barrier:
     case OpKind::Split: return 0;

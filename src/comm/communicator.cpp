@@ -37,8 +37,9 @@ std::string describe(const Collective& c) {
   std::string s = std::string(to_string(c.kind)) + " #" + std::to_string(c.seq);
   if (c.kind == OpKind::Barrier || c.kind == OpKind::Split) return s;
   s += " (";
-  if (c.kind == OpKind::AllReduce || c.kind == OpKind::ReduceScatter)
+  if (c.kind == OpKind::AllReduce || c.kind == OpKind::ReduceScatter || c.kind == OpKind::Reduce)
     s += std::string(to_string(c.op)) + ", ";
+  if (c.kind == OpKind::Reduce || c.kind == OpKind::Broadcast) s += "root " + std::to_string(c.root) + ", ";
   const int64_t bytes = c.kind == OpKind::AllGather || c.kind == OpKind::Broadcast ? c.out.bytes() : c.in.bytes();
   return s + format_bytes(bytes) + " " + std::string(to_string(c.out.type)) + ")";
 }
@@ -125,6 +126,14 @@ Work Communicator::broadcast_async(Buffer buf, int root, std::string_view tag) {
   return submit(Collective{OpKind::Broadcast, ConstBuffer(buf), buf, ReduceOp::Sum, root, 0}, tag);
 }
 
+Work Communicator::reduce_async(Buffer buf, int root, ReduceOp op, std::string_view tag) {
+  check_buffer("reduce", "buffer", buf);
+  DS_CHECK(root >= 0 && root < size(), CommError,
+           "reduce: root " + std::to_string(root) + " is not a rank of this communicator (world size " +
+               std::to_string(size()) + ")");
+  return submit(Collective{OpKind::Reduce, ConstBuffer(buf), buf, op, root, 0}, tag);
+}
+
 Work Communicator::all_to_all_async(ConstBuffer in, Buffer out, std::string_view tag) {
   check_buffer("all_to_all", "input", in);
   check_buffer("all_to_all", "output", out);
@@ -157,6 +166,10 @@ void Communicator::all_gather(ConstBuffer in, Buffer out, std::string_view tag) 
 }
 void Communicator::broadcast(Buffer buf, int root, std::string_view tag) {
   broadcast_async(buf, root, tag).wait();
+}
+
+void Communicator::reduce(Buffer buf, int root, ReduceOp op, std::string_view tag) {
+  reduce_async(buf, root, op, tag).wait();
 }
 void Communicator::all_to_all(ConstBuffer in, Buffer out, std::string_view tag) {
   all_to_all_async(in, out, tag).wait();

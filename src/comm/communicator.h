@@ -56,6 +56,9 @@ class Communicator {
   Work all_gather_async(ConstBuffer in, Buffer out, std::string_view tag = {});
   // buf on every rank = buf on root. Any count.
   Work broadcast_async(Buffer buf, int root, std::string_view tag = {});
+  // In place at root: buf on root = op over ranks of buf; the others' buf is left as it was. Any
+  // count. What a gradient owned by one rank needs (ZeRO-2's reduce to the partition's owner).
+  Work reduce_async(Buffer buf, int root, ReduceOp op = ReduceOp::Sum, std::string_view tag = {});
   // in and out hold size() equal chunks; out chunk j = chunk rank() of rank j's in.
   Work all_to_all_async(ConstBuffer in, Buffer out, std::string_view tag = {});
   Work barrier_async(std::string_view tag = {});
@@ -67,6 +70,7 @@ class Communicator {
                       std::string_view tag = {});
   void all_gather(ConstBuffer in, Buffer out, std::string_view tag = {});
   void broadcast(Buffer buf, int root, std::string_view tag = {});
+  void reduce(Buffer buf, int root, ReduceOp op = ReduceOp::Sum, std::string_view tag = {});
   void all_to_all(ConstBuffer in, Buffer out, std::string_view tag = {});
   void barrier(std::string_view tag = {});
 

@@ -158,6 +158,20 @@ void native(const MpiRunContext& ctx, const Collective& c) {
       } while (off < c.out.count);
       return;
     }
+    case OpKind::Reduce: {  // in place at the root, in pieces MPI's int counts can hold
+      const int64_t piece = kMaxMessage / int64_t(elem_size(c.out.type));
+      int64_t off = 0;
+      do {
+        const int64_t len = std::min(piece, c.out.count - off);
+        void* data = c.out.slice(off, len).data;
+        const bool root = ctx.rank == c.root;
+        check_mpi(MPI_Reduce(root ? MPI_IN_PLACE : data, root ? data : nullptr, int(len), dt, rt.op(c.out.type, c.op),
+                             c.root, ctx.comm),
+                  what + ": MPI_Reduce");
+        off += len;
+      } while (off < c.out.count);
+      return;
+    }
     case OpKind::AllToAll: {
       const int64_t chunk = c.out.count / ctx.size;
       DS_CHECK(fits_int(chunk), NotSupported,
@@ -208,7 +222,7 @@ bool use_ring(const MpiRunContext& ctx, const Collective& c) {
 
 void run_mpi_collective(const MpiRunContext& ctx, const Collective& c) {
   if (ctx.size == 1 && c.kind != OpKind::Barrier) {  // a world of one: every result is the input
-    if (c.kind != OpKind::Broadcast) copy_elements(c.out, c.in);
+    if (c.kind != OpKind::Broadcast && c.kind != OpKind::Reduce) copy_elements(c.out, c.in);
     return;
   }
   if (!use_ring(ctx, c)) return native(ctx, c);

@@ -106,6 +106,10 @@ Work NcclCommunicator::launch(const Collective& c) {
       case OpKind::Broadcast:
         check_nccl(ncclBroadcast(c.out.data, c.out.data, size_t(c.out.count), dt, c.root, m.comm, m.stream), what);
         break;
+      case OpKind::Reduce:
+        check_nccl(ncclReduce(c.out.data, c.out.data, size_t(c.out.count), dt, nccl_op(c.op), c.root, m.comm, m.stream),
+                   what);
+        break;
       case OpKind::AllToAll: {
         DS_CHECK(c.in.data != c.out.data, NotSupported, what + ": in-place all_to_all is not supported by NCCL");
         const int64_t chunk = c.out.count / size();

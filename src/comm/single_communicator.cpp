@@ -15,6 +15,7 @@ Work SingleCommunicator::launch(const Collective& c) {
         copy_elements(c.out, c.in);  // a no-op when in place
         break;
       case OpKind::Broadcast:  // root is 0 (validated)
+      case OpKind::Reduce:
       case OpKind::Barrier:
       case OpKind::Split:      // never launched: split_logged handles it
         break;

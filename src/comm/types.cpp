@@ -62,6 +62,7 @@ std::string_view to_string(OpKind op) noexcept {
     case OpKind::AllToAll: return "all_to_all";
     case OpKind::Barrier: return "barrier";
     case OpKind::Split: return "split";
+    case OpKind::Reduce: return "reduce";
   }
   return "?";
 }

@@ -69,7 +69,7 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 std::string_view to_string(ReduceOp op) noexcept;
 
 // Split: Communicator::split (a collective that makes sub-communicators; logged like the others).
-enum class OpKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll, Barrier, Split };
+enum class OpKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll, Barrier, Split, Reduce };
 std::string_view to_string(OpKind op) noexcept;
 
 // Which backend make_communicator builds. Auto: Mpi when launched by mpirun with more than one

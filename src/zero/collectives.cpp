@@ -91,6 +91,18 @@ std::function<void()> reduce_scatter_average_async(comm::Communicator& comm, tor
   };
 }
 
+std::function<void()> reduce_average_async(comm::Communicator& comm, torch::Tensor t, int root, Averaging avg,
+                                           std::string_view tag) {
+  const int world = comm.size();
+  if (world == 1) return {};
+  scale_before_sum(t, avg, world);
+  auto work = std::make_shared<comm::Work>(comm.reduce_async(as_buffer(t), root, comm::ReduceOp::Sum, tag));
+  return [work, t, avg, world, owner = comm.rank() == root] {
+    work->wait();
+    if (owner) scale_after_sum(t, avg, world);
+  };
+}
+
 std::function<void()> allreduce_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
                                               std::string_view tag) {
   const int world = comm.size();

@@ -36,6 +36,11 @@ void reduce_scatter_average(comm::Communicator& comm, const torch::Tensor& t, Av
 std::function<void()> reduce_scatter_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
                                                    std::string_view tag);
 
+// t on `root` = average over ranks of t (the others' t is scratch afterwards), started now (same
+// contract as above): a bucket of gradients that one rank's partition holds whole.
+std::function<void()> reduce_average_async(comm::Communicator& comm, torch::Tensor t, int root, Averaging avg,
+                                           std::string_view tag);
+
 // allreduce_average as one collective, started now (same contract as above).
 std::function<void()> allreduce_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
                                               std::string_view tag);

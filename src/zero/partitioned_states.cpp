@@ -133,7 +133,9 @@ bool PartitionedStates::arm_sub_group_steps(std::function<void(size_t, int64_t, 
 GradientBuckets::Finisher PartitionedStates::reduce_bucket(size_t index, const Bucket& bucket, const torch::Tensor& packed) {
   // Cut every gradient in the bucket at the partition boundaries; rank q's pieces can be packed
   // into chunk q (zero-padded to the longest chunk) and the chunks reduce-scattered, so each rank
-  // receives only the averaged pieces of its own partition.
+  // receives only the averaged pieces of its own partition. A bucket inside one rank's partition
+  // (most of them: partitions are long contiguous ranges) is instead reduced to that rank, as
+  // DeepSpeed's average_tensor does: only the others send, and nothing is padded.
   const int world = comm_.size(), rank = comm_.rank();
   auto pieces = pieces_of(bucket);
   std::vector<int64_t> chunk_len(world, 0);
@@ -144,10 +146,12 @@ GradientBuckets::Finisher PartitionedStates::reduce_bucket(size_t index, const B
       if (tracker_) tracker_->bucket_done(index);
     };
   const Averaging avg{config_.gradient_predivide_factor, config_.prescale_gradients};
-  // A reduce-scatter of the per-rank packing moves (world-1)·len elements per rank, an all-reduce
-  // of the bucket 2·(world-1)/world·numel: a bucket inside one partition (the usual case for big
-  // models) is cheaper to all-reduce. Both give every owner the same averaged values.
-  const bool scatter = config_.zero_optimization.reduce_scatter && len * world <= 2 * bucket.numel;
+  const auto owner = std::find_if(chunk_len.begin(), chunk_len.end(), [](int64_t n) { return n > 0; });
+  const bool one_owner = std::count(chunk_len.begin(), chunk_len.end(), int64_t{0}) == world - 1;
+  // Otherwise a reduce-scatter of the per-rank packing moves (world-1)·len elements per rank, an
+  // all-reduce of the bucket 2·(world-1)/world·numel. All give every owner the same averaged values.
+  const bool to_owner = config_.zero_optimization.reduce_scatter && one_owner;
+  const bool scatter = config_.zero_optimization.reduce_scatter && !to_owner && len * world <= 2 * bucket.numel;
   torch::Tensor wire = packed;
   if (scatter) {
     wire = torch::zeros({len * world}, packed.options());
@@ -160,12 +164,14 @@ GradientBuckets::Finisher PartitionedStates::reduce_bucket(size_t index, const B
       }
     }
   }
-  GradientBuckets::Finisher reduced = scatter ? reduce_scatter_average_async(comm_, wire, avg, "reduce_scatter_gradients")
-                                              : allreduce_average_async(comm_, wire, avg, "allreduce_gradients");
+  GradientBuckets::Finisher reduced =
+      to_owner  ? reduce_average_async(comm_, wire, static_cast<int>(owner - chunk_len.begin()), avg, "reduce_gradients")
+      : scatter ? reduce_scatter_average_async(comm_, wire, avg, "reduce_scatter_gradients")
+                : allreduce_average_async(comm_, wire, avg, "allreduce_gradients");
   return [this, index, wire, reduced, mine = std::move(pieces[rank])] {
     if (reduced) reduced();
     torch::NoGradGuard no_grad;
-    for (const auto& p : mine) {
+    for (const auto& p : mine) {  // empty on the ranks a reduce to its owner left out
       auto& acc = part_accum_[p.group];
       acc.narrow(0, p.part_offset, p.numel).add_(wire.narrow(0, p.bucket_offset, p.numel).to(acc.scalar_type()));
     }

@@ -94,6 +94,29 @@ TEST(Collectives, BroadcastFromEveryRoot) {
   }
 }
 
+// The root gets op over ranks; every other rank's buffer is left exactly as it was.
+TEST(Collectives, ReduceToEveryRootLeavesTheOthersAlone) {
+  for (const Variant& v : variants()) {
+    Communicator& c = *v.comm;
+    const int w = c.size(), r = c.rank();
+    for (ElemType t : kAllTypes)
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max})
+        for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(100003)})
+          for (int root = 0; root < w; ++root) {
+            TypedVec b(t, n);
+            for (int64_t i = 0; i < n; ++i) b.set(i, sample(t, r, i));
+            c.reduce(b.buf(), root, op, "test");
+            if (r == root)
+              EXPECT_TRUE(all_equal(n, [&](int64_t i) { return b.get(i); },
+                                    [&](int64_t i) { return reduce_expected(t, op, w, i); }))
+                  << where(v, t, n) << " root " << root << " " << to_string(op);
+            else
+              EXPECT_TRUE(all_equal(n, [&](int64_t i) { return b.get(i); }, [&](int64_t i) { return sample(t, r, i); }))
+                  << where(v, t, n) << " root " << root << ": a non-root buffer changed";
+          }
+  }
+}
+
 TEST(Collectives, AllToAllEveryTypeAndChunk) {
   for (const Variant& v : variants()) {
     Communicator& c = *v.comm;
