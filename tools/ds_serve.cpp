@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     const auto cfg = model->hf_config();
     eo.eos_token_ids = ds::inference::eos_token_ids(cfg, cfg.value("vocab_size", int64_t{0}));
     auto engine = std::make_unique<ds::inference::InferenceEngine>(model, eo);
-    const TextCodec codec = TextCodec::from_model_dir(model_dir);
+    const ds::data::TextCodec codec = ds::data::TextCodec::from_model_dir(model_dir);
     Metrics metrics;
     declare_serve_metrics(metrics);
     ServingLoop loop(std::move(engine), metrics, {std::chrono::milliseconds(step_delay_ms)});

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "inference/text_stream.h"
 #include "models/pretrained.h"
 #include "util/error.h"
 
@@ -22,7 +23,8 @@ std::vector<int64_t> eos_token_ids(const nlohmann::json& hf_config, int64_t voca
   return ids;
 }
 
-Pipeline::Pipeline(std::shared_ptr<models::CausalLM> model, EngineOptions options) {
+Pipeline::Pipeline(std::shared_ptr<models::CausalLM> model, EngineOptions options, data::TextCodec codec)
+    : codec_(std::move(codec)) {
   DS_CHECK(model != nullptr, Error, "Pipeline: no model given");
   if (options.eos_token_ids.empty()) {
     const auto cfg = model->hf_config();
@@ -37,7 +39,26 @@ Pipeline Pipeline::from_pretrained(const std::string& dir, EngineOptions options
   po.dtype = dtype;
   auto model = models::from_pretrained(dir, po);
   model->eval();
-  return Pipeline(std::move(model), std::move(options));
+  return Pipeline(std::move(model), std::move(options), data::TextCodec::from_model_dir(dir));
+}
+
+void Pipeline::run(const std::vector<std::vector<int64_t>>& prompts, const std::vector<SamplingParams>& params,
+                   const std::function<void(size_t, const RequestOutput&)>& on_output) {
+  DS_CHECK(params.size() == prompts.size(), Error,
+           "Pipeline: " + std::to_string(params.size()) + " SamplingParams for " +
+               std::to_string(prompts.size()) + " prompts (give one per prompt, or one for all)");
+  std::map<int64_t, size_t> slot;  // request id → prompt index, until the engine reports it finished
+  for (size_t i = 0; i < prompts.size(); ++i) slot[engine_->add_request(prompts[i], params[i])] = i;
+  while (!slot.empty()) {
+    auto outputs = engine_->step();
+    DS_ASSERT(!outputs.empty() || engine_->has_unfinished(), "engine idle with requests outstanding");
+    for (const auto& o : outputs) {
+      auto it = slot.find(o.id);
+      if (it == slot.end()) continue;
+      on_output(it->second, o);
+      if (o.finished) slot.erase(it);
+    }
+  }
 }
 
 std::vector<Completion> Pipeline::generate(const std::vector<std::vector<int64_t>>& prompts,
@@ -47,29 +68,51 @@ std::vector<Completion> Pipeline::generate(const std::vector<std::vector<int64_t
 
 std::vector<Completion> Pipeline::generate(const std::vector<std::vector<int64_t>>& prompts,
                                            const std::vector<SamplingParams>& params) {
-  DS_CHECK(params.size() == prompts.size(), Error,
-           "Pipeline::generate: " + std::to_string(params.size()) + " SamplingParams for " +
-               std::to_string(prompts.size()) + " prompts (give one per prompt, or one for all)");
-  std::map<int64_t, size_t> slot;  // request id → prompt index
   std::vector<Completion> out(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) slot[engine_->add_request(prompts[i], params[i])] = i;
-  size_t done = 0;
-  while (done < prompts.size()) {
-    auto outputs = engine_->step();
-    DS_ASSERT(!outputs.empty() || engine_->has_unfinished(), "engine idle with requests outstanding");
-    for (auto& o : outputs) {
-      auto it = slot.find(o.id);
-      if (it == slot.end()) continue;
-      Completion& c = out[it->second];
-      c.tokens.insert(c.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-      c.logprobs.insert(c.logprobs.end(), o.new_logprobs.begin(), o.new_logprobs.end());
-      c.prompt_tokens = o.prompt_tokens;
-      if (o.finished) {
-        c.finish = o.finish;
-        ++done;
-      }
-    }
+  run(prompts, params, [&](size_t i, const RequestOutput& o) {
+    Completion& c = out[i];
+    c.tokens.insert(c.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+    c.logprobs.insert(c.logprobs.end(), o.new_logprobs.begin(), o.new_logprobs.end());
+    c.prompt_tokens = o.prompt_tokens;
+    if (o.finished) c.finish = o.finish;
+  });
+  return out;
+}
+
+std::vector<TextCompletion> Pipeline::generate_text(const std::vector<std::string>& prompts,
+                                                    const SamplingParams& params, const std::vector<std::string>& stop) {
+  return generate_text(prompts, std::vector<SamplingParams>(prompts.size(), params), stop);
+}
+
+std::vector<TextCompletion> Pipeline::generate_text(const std::vector<std::string>& prompts,
+                                                    const std::vector<SamplingParams>& params,
+                                                    const std::vector<std::string>& stop) {
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<TextStream> streams;
+  streams.reserve(prompts.size());
+  for (const auto& p : prompts) {
+    ids.push_back(codec_.encode(p, /*add_special_tokens=*/true));
+    streams.emplace_back(codec_, stop);
   }
+  std::vector<TextCompletion> out(prompts.size());
+  run(ids, params, [&](size_t i, const RequestOutput& o) {
+    TextCompletion& c = out[i];
+    TextStream& text = streams[i];
+    c.prompt_tokens = o.prompt_tokens;
+    if (text.stopped()) return;  // the abort's report after a stop string
+    for (size_t k = 0; k < o.new_tokens.size() && !text.stopped(); ++k) {
+      c.text += text.push(o.new_tokens[k]);
+      c.tokens.push_back(o.new_tokens[k]);
+      if (k < o.new_logprobs.size()) c.logprobs.push_back(o.new_logprobs[k]);
+    }
+    if (text.stopped()) {
+      engine_->abort(o.id);  // nothing past a stop string is wanted: free the sequence now
+      c.finish = FinishReason::kStop;
+    } else if (o.finished) {
+      c.text += text.finish();
+      c.finish = o.finish;
+    }
+  });
   return out;
 }
 

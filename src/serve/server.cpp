@@ -81,7 +81,7 @@ struct StreamState {
 struct Server::Impl {
   ServerOptions opt;
   ServingLoop& loop;
-  const TextCodec& codec;
+  const data::TextCodec& codec;
   Metrics& metrics;
   httplib::Server http;
   std::atomic<int> in_flight{0};
@@ -90,7 +90,7 @@ struct Server::Impl {
   std::atomic<uint64_t> next_id{0};
   int64_t created = std::time(nullptr);
 
-  Impl(ServerOptions o, ServingLoop& l, const TextCodec& c, Metrics& m)
+  Impl(ServerOptions o, ServingLoop& l, const data::TextCodec& c, Metrics& m)
       : opt(std::move(o)), loop(l), codec(c), metrics(m) {}
 
   void count(Endpoint e, int status) {
@@ -319,7 +319,7 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServerOptions options, ServingLoop& loop, const TextCodec& codec, Metrics& metrics)
+Server::Server(ServerOptions options, ServingLoop& loop, const data::TextCodec& codec, Metrics& metrics)
     : impl_(std::make_unique<Impl>(std::move(options), loop, codec, metrics)) {
   auto& h = impl_->http;
   // One thread per connection being answered: the generation slots plus room for /health,

@@ -12,9 +12,9 @@
 #include <regex>
 #include <set>
 
+#include "data/text_codec.h"
 #include "inference/pipeline.h"
 #include "inference_test_util.h"
-#include "serve/text_codec.h"
 #include "serve_process.h"
 
 namespace ds::serve::testing {
@@ -271,7 +271,7 @@ TEST_F(ServeHttp, OpenAIClientChoicesLogprobsEchoStop) {
 
 TEST_F(ServeHttp, GreedyOutputEqualsPipeline) {
   auto pipe = inference::Pipeline::from_pretrained(model_dir_);
-  const auto codec = TextCodec::bytes();
+  const auto codec = data::TextCodec::bytes();
   for (const std::string prompt : {"Hello", "The quick brown fox"}) {
     const auto want = pipe.generate({codec.encode(prompt, true)}, inference::testing::greedy(20));
     const std::string text = codec.decode(want[0].tokens);

@@ -1,12 +1,13 @@
 // ds-serve's parts without a server: request validation (OpenAI's rules: unknown fields ignored,
 // wrong types and bad ranges refused naming the field), the context checks of prepare_request, the
-// OpenAI error body, streamed text that never splits a UTF-8 character, stop strings matched on the
-// text across tokens (held back while undecided), logprob entries following the text, and the
-// Prometheus text.
+// OpenAI error body, a choice's text cut at a stop string across tokens, logprob entries following
+// the text, and the Prometheus text. (StopMatcher and StreamDecoder themselves:
+// text_generation_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "data/text_codec.h"
 #include "inference_test_util.h"
 #include "serve/api_error.h"
 #include "serve/choice_stream.h"
@@ -15,11 +16,11 @@
 #include "serve/request.h"
 #include "serve/responses.h"
 #include "serve/serving_loop.h"
-#include "serve/stop_matcher.h"
-#include "serve/text_codec.h"
 
 namespace ds::serve {
 namespace {
+
+using data::TextCodec;
 
 ApiError refusal(const std::string& body, Endpoint ep = Endpoint::kCompletions) {
   try {
@@ -167,61 +168,6 @@ TEST(ServePrepare, ContextLimitsAndDefaults) {
   GenerationRequest ids;
   ids.prompt_ids = std::vector<int64_t>{1, 300};
   EXPECT_THROW(prepare_request(ids, codec, limits), ApiError);
-}
-
-TEST(ServeText, StreamDecoderNeverSplitsACharacter) {
-  const auto codec = TextCodec::bytes();
-  StreamDecoder d(codec);
-  std::string streamed;
-  for (unsigned char b : std::string("h\xc3\xa9\xe2\x82\xac!")) {
-    const std::string piece = d.push({b});
-    EXPECT_TRUE(is_valid_utf8(piece));
-    streamed += piece;
-  }
-  streamed += d.finish();
-  EXPECT_EQ(streamed, "h\xc3\xa9\xe2\x82\xac!");
-  StreamDecoder cut(codec);
-  EXPECT_EQ(cut.push({'a', 0xe2, 0x82}), "");
-  EXPECT_EQ(cut.finish(), "a\xef\xbf\xbd");  // a cut character at the end becomes U+FFFD
-}
-
-// Feeds `chunks` through a matcher; returns what came out, piece by piece.
-std::vector<std::string> matched(std::vector<std::string> stops, const std::vector<std::string>& chunks,
-                                 bool finish = true) {
-  StopMatcher m(std::move(stops));
-  std::vector<std::string> out;
-  for (const auto& c : chunks) out.push_back(m.push(c));
-  if (finish) out.push_back(m.finish());
-  return out;
-}
-
-TEST(ServeStop, MatchesOnTextAcrossPiecesAndHoldsBackPossibleStarts) {
-  using V = std::vector<std::string>;
-  // A stop string spread over three pieces: "a<" goes out only once "<" is settled.
-  StopMatcher m({"<end>"});
-  EXPECT_EQ(m.push("ab<"), "ab");
-  EXPECT_EQ(m.held(), 1u);
-  EXPECT_EQ(m.push("en"), "");
-  EXPECT_FALSE(m.stopped());
-  EXPECT_EQ(m.push("d>tail"), "");
-  EXPECT_TRUE(m.stopped());
-  EXPECT_EQ(m.emitted(), 2u);
-  EXPECT_EQ(m.push("more"), "") << "text after the stop string";
-  EXPECT_EQ(m.finish(), "");
-  // A held start that turns out not to be one is sent with what follows.
-  EXPECT_EQ(matched({"<end>"}, {"x<e", "nx"}), (V{"x", "<enx", ""}));
-  // Held text at the end of generation is sent by finish().
-  EXPECT_EQ(matched({"<end>"}, {"x<en"}), (V{"x", "<en"}));
-  // The earliest of several stop strings wins; a stop inside one piece cuts it.
-  EXPECT_EQ(matched({"cd", "b"}, {"abcd"}), (V{"a", ""}));
-  EXPECT_EQ(matched({"zz", "cd"}, {"abcdzz"}), (V{"ab", ""}));
-  // A suffix that is a prefix of a longer stop is held even when a shorter stop could still come.
-  EXPECT_EQ(matched({"aab"}, {"xa", "a", "b"}), (V{"x", "", "", ""}));
-  EXPECT_EQ(matched({"aab"}, {"xa", "a", "ab"}), (V{"x", "", "a", ""})) << "'aaab' holds 'aab' after one 'a'";
-  // No stop strings: everything goes out at once.
-  EXPECT_EQ(matched({}, {"ab", "c"}), (V{"ab", "c", ""}));
-  // Multi-byte stop strings: never half a character out.
-  EXPECT_EQ(matched({"\xc3\xa9!"}, {"caf\xc3\xa9", "!x"}), (V{"caf", "", ""}));
 }
 
 // Bytes as tokens: one token per byte, so every stop string spans tokens.
