@@ -1,7 +1,7 @@
 // ds-serve's parts without a server: request validation (OpenAI's rules: unknown fields ignored,
 // wrong types and bad ranges refused naming the field), the context checks of prepare_request, the
 // OpenAI error body, a choice's text cut at a stop string across tokens, logprob entries following
-// the text, and the Prometheus text. (StopMatcher and StreamDecoder themselves:
+// the text, best_of's ranking, and the Prometheus text. (StopMatcher and StreamDecoder themselves:
 // text_generation_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include "data/text_codec.h"
 #include "inference_test_util.h"
 #include "serve/api_error.h"
+#include "serve/best_of.h"
 #include "serve/choice_stream.h"
 #include "serve/metrics.h"
 #include "serve/prepare.h"
@@ -73,7 +74,11 @@ TEST(ServeRequest, WrongTypesAndRangesNameTheField) {
            {R"({"prompt":"Hi","stop":["a","b","c","d","e"]})", "stop"},
            {R"({"prompt":"Hi","stop":""})", "stop"},
            {R"({"prompt":"Hi","stop":{"x":1}})", "stop"},
-           {R"({"prompt":"Hi","best_of":3})", "best_of"},
+           {R"({"prompt":"Hi","n":3,"best_of":2})", "best_of"},
+           {R"({"prompt":"Hi","best_of":21})", "best_of"},
+           {R"({"prompt":"Hi","best_of":0})", "best_of"},
+           {R"({"prompt":"Hi","best_of":"2"})", "best_of"},
+           {R"({"prompt":"Hi","best_of":2,"stream":true})", "best_of"},
            {R"({"prompt":42})", "prompt"},
            {R"({"max_tokens":4})", "prompt"},
            {R"({"prompt":"Hi","model":7})", "model"},
@@ -119,6 +124,36 @@ TEST(ServeRequest, ChoicesLogprobsPenaltiesEchoStopAccepted) {
   EXPECT_EQ(choices[0].seed, 7u);
   EXPECT_EQ(choices[2].seed, 9u);
   EXPECT_FALSE(choice_params(inference::SamplingParams{}, 2)[1].seed.has_value());
+}
+
+TEST(ServeRequest, BestOfIsTheCandidateCount) {
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","best_of":3})", Endpoint::kCompletions).best_of, 3);
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","n":2,"best_of":20})", Endpoint::kCompletions).best_of, 20);
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","n":4})", Endpoint::kCompletions).best_of, 4) << "unset: n candidates";
+  // Equal to n it chooses nothing, so it streams.
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","n":2,"best_of":2,"stream":true})", Endpoint::kCompletions).best_of, 2);
+  const auto e = refusal(R"({"prompt":"Hi","n":3,"best_of":2})");
+  EXPECT_NE(std::string(e.what()).find("[n, 20]"), std::string::npos) << e.what();
+}
+
+TEST(ServeBestOf, HighestMeanTokenLogprobFirst) {
+  auto lps = [](std::vector<double> v) {
+    std::vector<inference::TokenLogprob> out;
+    for (double x : v) out.push_back({1, x, {}});
+    return out;
+  };
+  std::vector<CandidateScore> s(5);
+  s[0].add(lps({-1.0, -3.0}), 2);        // mean -2
+  s[1].add(lps({-0.5, -0.5, -9.0}), 2);  // the token past a stop string does not count: mean -0.5
+  s[2].add(lps({-4.0}), 1);              // sum -4 but a long sequence is not penalised for its length:
+  s[3].add(lps({-0.2, -0.2}), 2);        //   mean -0.2 beats sum -0.4 of two tokens
+  s[3].add(lps({-0.2, -0.2}), 2);        // added step by step: mean still -0.2
+  EXPECT_EQ(s[1].tokens, 2);
+  EXPECT_DOUBLE_EQ(s[3].logprob_sum, -0.8);
+  EXPECT_EQ(best_candidates(s, 2), (std::vector<size_t>{3, 1}));
+  EXPECT_EQ(best_candidates(s, 5), (std::vector<size_t>{3, 1, 0, 2, 4})) << "a candidate without tokens ranks last";
+  s[0] = s[1];  // ties keep the earlier candidate
+  EXPECT_EQ(best_candidates(s, 3), (std::vector<size_t>{3, 0, 1}));
 }
 
 TEST(ServeRequest, MalformedJsonAndInvalidUtf8) {
