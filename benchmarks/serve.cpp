@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
   so.port = 0;
   so.model_name = "bench";
   so.max_concurrent = static_cast<int>(max_c);
-  const auto codec = ds::serve::TextCodec::bytes();
+  const auto codec = ds::data::TextCodec::bytes();
   ds::serve::Server server(so, loop, codec, metrics);
   const int port = server.bind();
   std::thread http([&] { server.serve(); });

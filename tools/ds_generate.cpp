@@ -1,10 +1,11 @@
 // ds-generate: one-shot generation with the FastGen-style engine (docs/inference.md). Loads a
 // Hugging Face model folder (gpt2, llama, mistral, qwen2) or builds a random GPT-2 preset, runs all
-// prompts together through continuous batching, and prints each completion. Tokens are bytes for
-// now (prompt byte b is token id b; ids above 255 print as <id>): a tokenizer comes with src/data.
+// prompts together through continuous batching, and prints each completion. Text goes through the
+// folder's tokenizer (tokenizer.json / tokenizer.model) when it has one, else bytes are tokens
+// (byte b is token b, as for --preset); --stop strings are matched on the decoded text.
 //
 //   ds-generate --preset tiny --prompt "Hello" --prompt "The quick" --max-tokens 32 --temperature 0
-//   ds-generate --model-dir ./my-gpt2 --prompt "Once" --top-p 0.9 --seed 7 --json
+//   ds-generate --model-dir ./my-gpt2 --prompt "Once" --top-p 0.9 --seed 7 --stop "." --json
 #include <CLI/CLI.hpp>
 
 #include <nlohmann/json.hpp>
@@ -25,22 +26,17 @@
 
 namespace {
 
-std::string escape_bytes(const std::vector<int64_t>& tokens) {
+// Text for a terminal line: backslash and line breaks escaped, other control bytes as \xNN;
+// everything else (UTF-8 included) as it is.
+std::string escape_text(const std::string& text) {
   std::string s;
-  for (int64_t t : tokens) {
-    if (t >= 0x20 && t < 0x7f) s += static_cast<char>(t);
-    else if (t == '\\') s += "\\\\";
-    else if (t == '\n') s += "\\n";
-    else if (t >= 0 && t < 256) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", static_cast<unsigned>(t)); s += b; }
-    else s += "<" + std::to_string(t) + ">";
+  for (unsigned char c : text) {
+    if (c == '\\') s += "\\\\";
+    else if (c == '\n') s += "\\n";
+    else if (c < 0x20 || c == 0x7f) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", static_cast<unsigned>(c)); s += b; }
+    else s += static_cast<char>(c);
   }
   return s;
-}
-
-std::vector<int64_t> bytes_of(const std::string& text) {
-  std::vector<int64_t> ids;
-  for (unsigned char c : text) ids.push_back(c);
-  return ids;
 }
 
 }  // namespace
@@ -59,7 +55,8 @@ int main(int argc, char** argv) {
   auto* dir_opt = app.add_option("--model-dir", model_dir, "a Hugging Face model folder (config.json + safetensors)");
   app.add_option("--preset", preset, "instead: a randomly initialised GPT-2 preset (tiny, small, ...)")->excludes(dir_opt);
   app.add_option("--init-seed", init_seed, "with --preset: the weights' seed")->capture_default_str();
-  app.add_option("--prompt", prompts, "a prompt (repeat for a batch); its bytes are the token ids")->required();
+  app.add_option("--prompt", prompts, "a prompt (repeat for a batch); encoded by the folder's tokenizer, else bytes")
+      ->required();
   app.add_option("--max-tokens", sp.max_tokens, "tokens to generate at most")->capture_default_str()
       ->check(ds::tools::whole_number(1, 1 << 20));
   app.add_option("--temperature", sp.temperature, "0 is greedy")->capture_default_str()
@@ -70,7 +67,7 @@ int main(int argc, char** argv) {
       ->check(ds::tools::real_number(1e-3, 1e3));
   app.add_option("--seed", seed, "sampling seed for every prompt (default: the engine's)")
       ->check(ds::tools::whole_number(0, INT64_MAX));
-  app.add_option("--stop", stops, "a stop string (bytes; repeatable); it is cut from the output");
+  app.add_option("--stop", stops, "a stop string, matched on the decoded text (repeatable); the text ends before it");
   app.add_option("--stop-token", sp.stop_token_ids, "a stop token id (repeatable)");
   app.add_flag("--ignore-eos", sp.ignore_eos, "keep generating past the model's eos_token_id");
   app.add_option("--logprobs", logprobs, "print each token's logprob and this many alternatives")
@@ -86,7 +83,6 @@ int main(int argc, char** argv) {
   eo.scheduler.split_prompts = !no_split;
   if (seed >= 0) sp.seed = static_cast<uint64_t>(seed);
   if (logprobs >= 0) sp.logprobs = logprobs;
-  for (const auto& s : stops) sp.stop_sequences.push_back(bytes_of(s));
 
   try {
     if (model_dir.empty() && preset.empty())
@@ -103,10 +99,8 @@ int main(int argc, char** argv) {
       return Pipeline(model, eo);
     };
     Pipeline pipe = load();
-    std::vector<std::vector<int64_t>> ids;
-    for (const auto& p : prompts) ids.push_back(bytes_of(p));
     const auto t0 = std::chrono::steady_clock::now();
-    auto out = pipe.generate(ids, sp);
+    auto out = pipe.generate_text(prompts, sp, stops);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     if (pipe.engine().is_follower()) return 0;  // rank 0 prints what every rank got
@@ -116,14 +110,15 @@ int main(int argc, char** argv) {
       generated += static_cast<int64_t>(c.tokens.size());
       if (json) {
         nlohmann::json j = {{"index", i}, {"prompt", prompts[i]}, {"tokens", c.tokens},
-                            {"text", escape_bytes(c.tokens)}, {"finish_reason", to_string(c.finish)}};
+                            {"text", c.text}, {"finish_reason", to_string(c.finish)},
+                            {"prompt_tokens", c.prompt_tokens}};
         if (!c.logprobs.empty()) {
           auto& lp = j["logprobs"] = nlohmann::json::array();
           for (const auto& t : c.logprobs) lp.push_back({{"token", t.token}, {"logprob", t.logprob}, {"top", t.top}});
         }
         std::printf("%s\n", j.dump().c_str());
       } else {
-        std::printf("[%zu] %s|%s  (%s, %zu tokens)\n", i, escape_bytes(ids[i]).c_str(), escape_bytes(c.tokens).c_str(),
+        std::printf("[%zu] %s|%s  (%s, %zu tokens)\n", i, escape_text(prompts[i]).c_str(), escape_text(c.text).c_str(),
                     to_string(c.finish).c_str(), c.tokens.size());
         for (const auto& t : c.logprobs) std::printf("      %6lld %9.4f\n", static_cast<long long>(t.token), t.logprob);
       }

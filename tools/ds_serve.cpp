@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
       engine->follow();
       return 0;
     }
-    const TextCodec codec = TextCodec::from_model_dir(model_dir);
+    const ds::data::TextCodec codec = ds::data::TextCodec::from_model_dir(model_dir);
     Metrics metrics;
     declare_serve_metrics(metrics);
     ServingLoop loop(std::move(engine), metrics, {std::chrono::milliseconds(step_delay_ms)});

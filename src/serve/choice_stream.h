@@ -1,8 +1,8 @@
 // ds::serve::ChoiceStream: one choice of a response, from the tokens the engine produced to what
 // is sent: text that never splits a UTF-8 character, cut before the first `stop` string (matched on
-// the text, StopMatcher), optionally opened by the prompt (echo), and the logprob entry of every
-// token whose text begins within what was sent. A streamed response sends each delta; a whole one
-// concatenates them.
+// the text: inference::TextStream), optionally opened by the prompt (echo), and the logprob entry
+// of every token whose text begins within what was sent. A streamed response sends each delta; a
+// whole one concatenates them.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "data/text_codec.h"
 #include "inference/sampling.h"
-#include "serve/stop_matcher.h"
-#include "serve/text_codec.h"
+#include "inference/text_stream.h"
 
 namespace ds::serve {
 
@@ -32,7 +32,7 @@ struct ChoiceDelta {
 class ChoiceStream {
  public:
   // `prefix`: text sent before the generated text (the prompt, for echo).
-  ChoiceStream(const TextCodec& codec, std::vector<std::string> stops, std::string prefix = "");
+  ChoiceStream(const data::TextCodec& codec, std::vector<std::string> stops, std::string prefix = "");
 
   // New tokens of the choice and, when it asked for them, their logprobs (one per token).
   ChoiceDelta push(const std::vector<int64_t>& ids, const std::vector<inference::TokenLogprob>& logprobs);
@@ -40,23 +40,21 @@ class ChoiceStream {
   ChoiceDelta finish();
 
   // A stop string matched: the choice is complete (finish_reason "stop"); later tokens are ignored.
-  bool stopped() const { return stop_.stopped(); }
+  bool stopped() const { return text_.stopped(); }
   // Tokens taken in up to the end (through the one that completed a stop string).
-  int64_t num_tokens() const { return static_cast<int64_t>(ids_.size()); }
+  int64_t num_tokens() const { return text_.num_tokens(); }
 
  private:
   void release(ChoiceDelta& out, bool all);
   void open(ChoiceDelta& out);
 
-  const TextCodec& codec_;
-  StopMatcher stop_;
+  const data::TextCodec& codec_;
+  inference::TextStream text_;
   std::string prefix_;
   int64_t prefix_chars_ = 0;
   bool opened_ = false;
-  std::vector<int64_t> ids_;
-  std::string stable_;  // decoded text of ids_ without an unfinished last character
-  size_t fed_ = 0;      // bytes of stable_ given to stop_
-  // Logprob entries not sent yet, with the byte offset in stable_ where their token's text begins.
+  // Logprob entries not sent yet, with the byte offset in text_.decoded() where their token's
+  // text begins.
   std::deque<std::pair<size_t, LogprobEntry>> waiting_;
 };
 

@@ -6,9 +6,14 @@
 
 namespace ds::serve {
 
-PreparedRequest prepare_request(const GenerationRequest& r, const TextCodec& codec, const PromptLimits& limits) {
+PreparedRequest prepare_request(const GenerationRequest& r, const data::TextCodec& codec,
+                                const PromptLimits& limits) {
   PreparedRequest p;
   const bool chat = r.endpoint == Endpoint::kChat;
+  if (chat && !codec.has_chat())
+    throw ApiError(400, "this model has no chat template ds-serve can render (" + codec.chat_error() +
+                            "); use /v1/completions with a prompt you format yourself",
+                   "invalid_request_error", "messages", "no_chat_template");
   if (chat) p.prompt = codec.encode_chat(r.messages);
   else if (r.prompt_ids) p.prompt = *r.prompt_ids;
   else p.prompt = codec.encode(r.prompt, /*add_special_tokens=*/true);

@@ -8,7 +8,7 @@
 
 #include "inference/sampling.h"
 #include "serve/request.h"
-#include "serve/text_codec.h"
+#include "data/text_codec.h"
 
 namespace ds::serve {
 
@@ -28,6 +28,7 @@ struct PreparedRequest {
 std::vector<inference::SamplingParams> choice_params(const inference::SamplingParams& params, int64_t n);
 
 // ApiError (400) naming the field: prompt too long, max_tokens over the context, bad token ids.
-PreparedRequest prepare_request(const GenerationRequest& r, const TextCodec& codec, const PromptLimits& limits);
+PreparedRequest prepare_request(const GenerationRequest& r, const data::TextCodec& codec,
+                                const PromptLimits& limits);
 
 }  // namespace ds::serve

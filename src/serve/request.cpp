@@ -233,9 +233,19 @@ GenerationRequest parse_request(std::string_view body, Endpoint endpoint) {
       throw bad_request("'n' must be in [1, " + std::to_string(kMaxChoices) + "], got " + std::to_string(*n), "n");
     r.n = *n;
   }
-  if (auto b = integer(j, "best_of"); b && *b != r.n && *b != 1)
-    throw bad_request("'best_of' is not supported by ds-serve (one candidate per choice); leave it out", "best_of",
-                      "unsupported_parameter");
+  r.best_of = r.n;
+  if (auto b = integer(j, "best_of")) {
+    if (*b != r.n && (*b < r.n || *b > kMaxBestOf))
+      throw bad_request("'best_of' must be in [n, " + std::to_string(kMaxBestOf) + "] (n = " + std::to_string(r.n) +
+                            ": the candidates the n choices are picked from), got " + std::to_string(*b),
+                        "best_of");
+    r.best_of = *b;
+  }
+  // The best candidates are known only when all are done, so they cannot be streamed.
+  if (r.stream && r.best_of > r.n)
+    throw bad_request("'best_of' larger than 'n' cannot be streamed (the best candidates are known only at the end); "
+                      "drop 'stream' or set best_of to n",
+                      "best_of");
   parse_logprobs(j, r);
   if (endpoint == Endpoint::kCompletions) r.echo = boolean(j, "echo", false);
   if (r.echo && r.logprobs)

@@ -1,7 +1,7 @@
 // The typed form of a POST /v1/completions or /v1/chat/completions body. parse_request checks the
 // body as OpenAI does: not UTF-8 or not JSON → 400; a known field of the wrong type or out of range
-// → 400 naming it; unknown fields are ignored; fields ds-serve does not implement (best_of > 1,
-// suffix, echo together with logprobs) are refused by name when set to anything but their default.
+// → 400 naming it; unknown fields are ignored; fields ds-serve does not implement (suffix, echo
+// together with logprobs) are refused by name when set to anything but their default.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,9 @@ struct GenerationRequest {
   double presence_penalty = 0.0;            // [-2, 2]
   double frequency_penalty = 0.0;           // [-2, 2]
   int64_t n = 1;                            // choices, each its own sequence
+  // Candidates generated server-side (≥ n); the n with the highest mean token logprob are returned.
+  // Unset or equal to n: every candidate is a choice.
+  int64_t best_of = 1;
   // Set: report each token's logprob and this many top alternatives (completions' integer
   // `logprobs` 0..5; chat's `logprobs: true` with `top_logprobs` 0..20).
   std::optional<int64_t> logprobs;
@@ -42,6 +45,7 @@ struct GenerationRequest {
 };
 
 constexpr int64_t kMaxChoices = 128;  // OpenAI's limit on n
+constexpr int64_t kMaxBestOf = 20;    // OpenAI's limit on best_of
 
 // Throws ApiError (400) naming the field and the fix.
 GenerationRequest parse_request(std::string_view body, Endpoint endpoint);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "serve/api_error.h"
+#include "serve/best_of.h"
 #include "serve/choice_stream.h"
 #include "serve/prepare.h"
 #include "serve/request.h"
@@ -81,7 +82,7 @@ struct StreamState {
 struct Server::Impl {
   ServerOptions opt;
   ServingLoop& loop;
-  const TextCodec& codec;
+  const data::TextCodec& codec;
   Metrics& metrics;
   httplib::Server http;
   std::atomic<int> in_flight{0};
@@ -90,7 +91,7 @@ struct Server::Impl {
   std::atomic<uint64_t> next_id{0};
   int64_t created = std::time(nullptr);
 
-  Impl(ServerOptions o, ServingLoop& l, const TextCodec& c, Metrics& m)
+  Impl(ServerOptions o, ServingLoop& l, const data::TextCodec& c, Metrics& m)
       : opt(std::move(o)), loop(l), codec(c), metrics(m) {}
 
   void count(Endpoint e, int status) {
@@ -139,9 +140,11 @@ struct Server::Impl {
                        "invalid_request_error", "model", "model_not_found");
       PromptLimits limits{loop.max_positions(), opt.max_prompt_tokens, loop.vocab_size()};
       PreparedRequest p = prepare_request(r, codec, limits);
+      // best_of ranks candidates by their tokens' logprobs: have the engine report them.
+      if (r.best_of > r.n && !p.params.logprobs) p.params.logprobs = 0;
       const auto deadline = arrival + std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(opt.request_timeout_s));
-      auto handle = loop.submit(std::move(p.prompt), choice_params(p.params, r.n), arrival, deadline);
+      auto handle = loop.submit(std::move(p.prompt), choice_params(p.params, r.best_of), arrival, deadline);
       await_admission(*handle);
       const std::string id = (ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
       ResponseContext ctx{ep, id, opt.model_name, static_cast<int64_t>(std::time(nullptr))};
@@ -159,22 +162,26 @@ struct Server::Impl {
     }
   }
 
+  // The whole answer: every candidate (best_of of them, n unless best_of says more) run to its end,
+  // then the n best returned as choices 0..n-1 (best first); usage counts every candidate's tokens.
   void whole(httplib::Response& res, RequestHandle& h, const ResponseContext& ctx, const GenerationRequest& r,
              const std::string& prefix) {
     CancelOnExit cancel_rest{h};
+    const auto candidates = static_cast<size_t>(r.best_of);
     std::vector<ChoiceStream> streams;
-    std::vector<ChoiceResult> results(static_cast<size_t>(r.n));
-    for (int64_t i = 0; i < r.n; ++i) {
+    std::vector<ChoiceResult> results(candidates);
+    std::vector<CandidateScore> scores(candidates);
+    for (size_t i = 0; i < candidates; ++i) {
       streams.emplace_back(codec, r.stop, prefix);
-      results[static_cast<size_t>(i)].index = i;
-      if (r.logprobs) results[static_cast<size_t>(i)].logprobs.emplace();
+      if (r.logprobs) results[i].logprobs.emplace();
     }
     auto add = [](ChoiceResult& c, ChoiceDelta d) {
       c.text += d.text;
       if (c.logprobs) c.logprobs->insert(c.logprobs->end(), d.logprobs.begin(), d.logprobs.end());
     };
+    const std::vector<inference::TokenLogprob> none;
     Usage usage;
-    int64_t remaining = r.n;
+    auto remaining = candidates;
     while (remaining > 0) {
       auto e = h.next(kPoll);
       if (!e) continue;
@@ -182,7 +189,9 @@ struct Server::Impl {
       ChoiceResult& c = results[i];
       if (!c.finish_reason.empty()) continue;  // events after its stop string
       usage.prompt_tokens = e->prompt_tokens;
-      add(c, streams[i].push(e->tokens, e->logprobs));
+      const int64_t before = streams[i].num_tokens();
+      add(c, streams[i].push(e->tokens, r.logprobs ? e->logprobs : none));
+      scores[i].add(e->logprobs, streams[i].num_tokens() - before);
       if (streams[i].stopped()) {
         h.cancel_choice(e->index);  // its sequence ends now; the text ended before the stop string
         c.finish_reason = "stop";
@@ -196,8 +205,15 @@ struct Server::Impl {
       usage.completion_tokens += streams[i].num_tokens();
       --remaining;
     }
+    std::vector<ChoiceResult> choices;
+    if (r.best_of > r.n) {
+      for (size_t i : best_candidates(scores, r.n)) choices.push_back(std::move(results[i]));
+    } else {
+      choices = std::move(results);
+    }
+    for (size_t k = 0; k < choices.size(); ++k) choices[k].index = static_cast<int64_t>(k);
     res.status = 200;
-    res.set_content(full_response(ctx, results, usage), "application/json");
+    res.set_content(full_response(ctx, choices, usage), "application/json");
   }
 
   void stream(httplib::Response& res, std::shared_ptr<RequestHandle> handle, const ResponseContext& ctx,
@@ -319,7 +335,7 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServerOptions options, ServingLoop& loop, const TextCodec& codec, Metrics& metrics)
+Server::Server(ServerOptions options, ServingLoop& loop, const data::TextCodec& codec, Metrics& metrics)
     : impl_(std::make_unique<Impl>(std::move(options), loop, codec, metrics)) {
   auto& h = impl_->http;
   // One thread per connection being answered: the generation slots plus room for /health,

@@ -13,7 +13,7 @@
 
 #include "serve/metrics.h"
 #include "serve/serving_loop.h"
-#include "serve/text_codec.h"
+#include "data/text_codec.h"
 
 namespace ds::serve {
 
@@ -30,7 +30,7 @@ struct ServerOptions {
 
 class Server {
  public:
-  Server(ServerOptions options, ServingLoop& loop, const TextCodec& codec, Metrics& metrics);
+  Server(ServerOptions options, ServingLoop& loop, const data::TextCodec& codec, Metrics& metrics);
   ~Server();
 
   // Binds the listening socket; returns the port. ds::Error naming host:port when it cannot.

@@ -7,14 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <regex>
 #include <set>
 
+#include "data/text_codec.h"
 #include "inference/pipeline.h"
 #include "inference_test_util.h"
-#include "serve/text_codec.h"
 #include "serve_process.h"
 
 namespace ds::serve::testing {
@@ -269,9 +270,37 @@ TEST_F(ServeHttp, OpenAIClientChoicesLogprobsEchoStop) {
   }
 }
 
+// best_of through the official client: the n returned are the candidates (the choices n = best_of
+// gives with the same seed) with the highest mean token logprob, best first; usage counts every
+// candidate; best_of below n, above 20 or with stream is refused naming best_of.
+TEST_F(ServeHttp, OpenAIClientBestOfReturnsTheBestCandidates) {
+  const json r = node("best_of " + server_->url("/v1") + " tiny-gpt2");
+  ASSERT_TRUE(r.is_object()) << r;
+  ASSERT_EQ(r["candidates"].size(), 4u) << r;
+  std::vector<std::pair<double, std::string>> ranked;  // (mean token logprob, text)
+  for (const auto& c : r["candidates"]) {
+    double sum = 0;
+    for (const auto& lp : c["token_logprobs"]) sum += lp.get<double>();
+    ASSERT_FALSE(c["token_logprobs"].empty()) << c;
+    ranked.emplace_back(sum / static_cast<double>(c["token_logprobs"].size()), c["text"]);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  EXPECT_EQ(r["best"]["texts"], json::array({ranked[0].second, ranked[1].second})) << r["candidates"];
+  EXPECT_EQ(r["best"]["indexes"], json::array({0, 1}));
+  EXPECT_EQ(r["best"]["logprobs"], json::array({nullptr, nullptr})) << "logprobs sent that were not asked for";
+  EXPECT_EQ(r["best"]["usage"]["completion_tokens"], r["candidates_usage"]["completion_tokens"])
+      << "usage must count every candidate's tokens";
+  EXPECT_EQ(r["best_with_logprobs"]["text"], ranked[0].second);
+  EXPECT_EQ(r["best_with_logprobs"]["logprobs"]["top_logprobs"][0].size(), 1u);
+  for (const char* name : {"below_n", "too_many", "streamed"}) {
+    EXPECT_EQ(r[name]["status"], 400) << name << ": " << r[name];
+    EXPECT_EQ(r[name]["param"], "best_of") << name;
+  }
+}
+
 TEST_F(ServeHttp, GreedyOutputEqualsPipeline) {
   auto pipe = inference::Pipeline::from_pretrained(model_dir_);
-  const auto codec = TextCodec::bytes();
+  const auto codec = data::TextCodec::bytes();
   for (const std::string prompt : {"Hello", "The quick brown fox"}) {
     const auto want = pipe.generate({codec.encode(prompt, true)}, inference::testing::greedy(20));
     const std::string text = codec.decode(want[0].tokens);
@@ -456,7 +485,7 @@ TEST(ServeTensorParallel, TwoRanksAnswerAsOneAndStopOnSigterm) {
   ASSERT_GT(server.port(), 0) << "ds-serve did not start: " << server.banner();
   EXPECT_NE(server.banner().find("tensor-parallel over 2 ranks"), std::string::npos) << server.banner();
   auto pipe = inference::Pipeline::from_pretrained(dir);
-  const auto codec = TextCodec::bytes();
+  const auto codec = data::TextCodec::bytes();
   for (const std::string prompt : {"Hello", "The quick brown fox"}) {
     const auto want = pipe.generate({codec.encode(prompt, true)}, inference::testing::greedy(20));
     const std::string text = codec.decode(want[0].tokens);

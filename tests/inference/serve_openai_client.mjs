@@ -2,6 +2,7 @@
 // prints one JSON object with what it saw; tests/inference/serve_http_test.cpp checks it.
 //   node serve_openai_client.mjs basic BASE_URL MODEL
 //   node serve_openai_client.mjs fields BASE_URL MODEL     (n, logprobs, echo, stop, penalties)
+//   node serve_openai_client.mjs best_of BASE_URL MODEL
 //   node serve_openai_client.mjs load BASE_URL MODEL CLIENTS REQUESTS
 import OpenAI from 'openai';
 
@@ -133,6 +134,25 @@ async function fields() {
   return out;
 }
 
+// best_of: the candidates are what n gives with the same seed (candidate i draws from seed + i), here
+// fetched with their token logprobs so the caller can rank them; then the best_of answers and refusals.
+async function bestOf() {
+  const out = {};
+  const base = { model, prompt: 'The quick', max_tokens: 10, temperature: 1.0, seed: 5 };
+  const all = await client.completions.create({ ...base, n: 4, logprobs: 0 });
+  out.candidates = all.choices.map((c) => ({ text: c.text, token_logprobs: c.logprobs.token_logprobs }));
+  out.candidates_usage = all.usage;
+  const best = await client.completions.create({ ...base, n: 2, best_of: 4 });
+  out.best = { texts: best.choices.map((c) => c.text), indexes: best.choices.map((c) => c.index),
+               logprobs: best.choices.map((c) => c.logprobs ?? null), usage: best.usage };
+  const withLogprobs = await client.completions.create({ ...base, best_of: 4, logprobs: 1 });
+  out.best_with_logprobs = { text: withLogprobs.choices[0].text, logprobs: withLogprobs.choices[0].logprobs };
+  out.below_n = await status({ ...base, n: 3, best_of: 2 });
+  out.too_many = await status({ ...base, best_of: 21 });
+  out.streamed = await status({ ...base, best_of: 2, stream: true });
+  return out;
+}
+
 // `clients` workers share `requests` streamed completions; every 4th is dropped after its first chunk.
 async function load(clients, requests) {
   let next = 0, done = 0, dropped = 0, failed = 0;
@@ -159,5 +179,5 @@ async function load(clients, requests) {
 }
 
 const result = mode === 'load' ? await load(Number(clientsArg), Number(requestsArg))
-             : mode === 'fields' ? await fields() : await basic();
+             : mode === 'fields' ? await fields() : mode === 'best_of' ? await bestOf() : await basic();
 console.log(JSON.stringify(result));

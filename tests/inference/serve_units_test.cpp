@@ -1,25 +1,27 @@
 // ds-serve's parts without a server: request validation (OpenAI's rules: unknown fields ignored,
 // wrong types and bad ranges refused naming the field), the context checks of prepare_request, the
-// OpenAI error body, streamed text that never splits a UTF-8 character, stop strings matched on the
-// text across tokens (held back while undecided), logprob entries following the text, and the
-// Prometheus text.
+// OpenAI error body, a choice's text cut at a stop string across tokens, logprob entries following
+// the text, best_of's ranking, and the Prometheus text. (StopMatcher and StreamDecoder themselves:
+// text_generation_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "data/text_codec.h"
 #include "inference_test_util.h"
 #include "serve/api_error.h"
+#include "serve/best_of.h"
 #include "serve/choice_stream.h"
 #include "serve/metrics.h"
 #include "serve/prepare.h"
 #include "serve/request.h"
 #include "serve/responses.h"
 #include "serve/serving_loop.h"
-#include "serve/stop_matcher.h"
-#include "serve/text_codec.h"
 
 namespace ds::serve {
 namespace {
+
+using data::TextCodec;
 
 ApiError refusal(const std::string& body, Endpoint ep = Endpoint::kCompletions) {
   try {
@@ -72,7 +74,11 @@ TEST(ServeRequest, WrongTypesAndRangesNameTheField) {
            {R"({"prompt":"Hi","stop":["a","b","c","d","e"]})", "stop"},
            {R"({"prompt":"Hi","stop":""})", "stop"},
            {R"({"prompt":"Hi","stop":{"x":1}})", "stop"},
-           {R"({"prompt":"Hi","best_of":3})", "best_of"},
+           {R"({"prompt":"Hi","n":3,"best_of":2})", "best_of"},
+           {R"({"prompt":"Hi","best_of":21})", "best_of"},
+           {R"({"prompt":"Hi","best_of":0})", "best_of"},
+           {R"({"prompt":"Hi","best_of":"2"})", "best_of"},
+           {R"({"prompt":"Hi","best_of":2,"stream":true})", "best_of"},
            {R"({"prompt":42})", "prompt"},
            {R"({"max_tokens":4})", "prompt"},
            {R"({"prompt":"Hi","model":7})", "model"},
@@ -118,6 +124,36 @@ TEST(ServeRequest, ChoicesLogprobsPenaltiesEchoStopAccepted) {
   EXPECT_EQ(choices[0].seed, 7u);
   EXPECT_EQ(choices[2].seed, 9u);
   EXPECT_FALSE(choice_params(inference::SamplingParams{}, 2)[1].seed.has_value());
+}
+
+TEST(ServeRequest, BestOfIsTheCandidateCount) {
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","best_of":3})", Endpoint::kCompletions).best_of, 3);
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","n":2,"best_of":20})", Endpoint::kCompletions).best_of, 20);
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","n":4})", Endpoint::kCompletions).best_of, 4) << "unset: n candidates";
+  // Equal to n it chooses nothing, so it streams.
+  EXPECT_EQ(parse_request(R"({"prompt":"Hi","n":2,"best_of":2,"stream":true})", Endpoint::kCompletions).best_of, 2);
+  const auto e = refusal(R"({"prompt":"Hi","n":3,"best_of":2})");
+  EXPECT_NE(std::string(e.what()).find("[n, 20]"), std::string::npos) << e.what();
+}
+
+TEST(ServeBestOf, HighestMeanTokenLogprobFirst) {
+  auto lps = [](std::vector<double> v) {
+    std::vector<inference::TokenLogprob> out;
+    for (double x : v) out.push_back({1, x, {}});
+    return out;
+  };
+  std::vector<CandidateScore> s(5);
+  s[0].add(lps({-1.0, -3.0}), 2);        // mean -2
+  s[1].add(lps({-0.5, -0.5, -9.0}), 2);  // the token past a stop string does not count: mean -0.5
+  s[2].add(lps({-4.0}), 1);              // sum -4 but a long sequence is not penalised for its length:
+  s[3].add(lps({-0.2, -0.2}), 2);        //   mean -0.2 beats sum -0.4 of two tokens
+  s[3].add(lps({-0.2, -0.2}), 2);        // added step by step: mean still -0.2
+  EXPECT_EQ(s[1].tokens, 2);
+  EXPECT_DOUBLE_EQ(s[3].logprob_sum, -0.8);
+  EXPECT_EQ(best_candidates(s, 2), (std::vector<size_t>{3, 1}));
+  EXPECT_EQ(best_candidates(s, 5), (std::vector<size_t>{3, 1, 0, 2, 4})) << "a candidate without tokens ranks last";
+  s[0] = s[1];  // ties keep the earlier candidate
+  EXPECT_EQ(best_candidates(s, 3), (std::vector<size_t>{3, 0, 1}));
 }
 
 TEST(ServeRequest, MalformedJsonAndInvalidUtf8) {
@@ -167,61 +203,6 @@ TEST(ServePrepare, ContextLimitsAndDefaults) {
   GenerationRequest ids;
   ids.prompt_ids = std::vector<int64_t>{1, 300};
   EXPECT_THROW(prepare_request(ids, codec, limits), ApiError);
-}
-
-TEST(ServeText, StreamDecoderNeverSplitsACharacter) {
-  const auto codec = TextCodec::bytes();
-  StreamDecoder d(codec);
-  std::string streamed;
-  for (unsigned char b : std::string("h\xc3\xa9\xe2\x82\xac!")) {
-    const std::string piece = d.push({b});
-    EXPECT_TRUE(is_valid_utf8(piece));
-    streamed += piece;
-  }
-  streamed += d.finish();
-  EXPECT_EQ(streamed, "h\xc3\xa9\xe2\x82\xac!");
-  StreamDecoder cut(codec);
-  EXPECT_EQ(cut.push({'a', 0xe2, 0x82}), "");
-  EXPECT_EQ(cut.finish(), "a\xef\xbf\xbd");  // a cut character at the end becomes U+FFFD
-}
-
-// Feeds `chunks` through a matcher; returns what came out, piece by piece.
-std::vector<std::string> matched(std::vector<std::string> stops, const std::vector<std::string>& chunks,
-                                 bool finish = true) {
-  StopMatcher m(std::move(stops));
-  std::vector<std::string> out;
-  for (const auto& c : chunks) out.push_back(m.push(c));
-  if (finish) out.push_back(m.finish());
-  return out;
-}
-
-TEST(ServeStop, MatchesOnTextAcrossPiecesAndHoldsBackPossibleStarts) {
-  using V = std::vector<std::string>;
-  // A stop string spread over three pieces: "a<" goes out only once "<" is settled.
-  StopMatcher m({"<end>"});
-  EXPECT_EQ(m.push("ab<"), "ab");
-  EXPECT_EQ(m.held(), 1u);
-  EXPECT_EQ(m.push("en"), "");
-  EXPECT_FALSE(m.stopped());
-  EXPECT_EQ(m.push("d>tail"), "");
-  EXPECT_TRUE(m.stopped());
-  EXPECT_EQ(m.emitted(), 2u);
-  EXPECT_EQ(m.push("more"), "") << "text after the stop string";
-  EXPECT_EQ(m.finish(), "");
-  // A held start that turns out not to be one is sent with what follows.
-  EXPECT_EQ(matched({"<end>"}, {"x<e", "nx"}), (V{"x", "<enx", ""}));
-  // Held text at the end of generation is sent by finish().
-  EXPECT_EQ(matched({"<end>"}, {"x<en"}), (V{"x", "<en"}));
-  // The earliest of several stop strings wins; a stop inside one piece cuts it.
-  EXPECT_EQ(matched({"cd", "b"}, {"abcd"}), (V{"a", ""}));
-  EXPECT_EQ(matched({"zz", "cd"}, {"abcdzz"}), (V{"ab", ""}));
-  // A suffix that is a prefix of a longer stop is held even when a shorter stop could still come.
-  EXPECT_EQ(matched({"aab"}, {"xa", "a", "b"}), (V{"x", "", "", ""}));
-  EXPECT_EQ(matched({"aab"}, {"xa", "a", "ab"}), (V{"x", "", "a", ""})) << "'aaab' holds 'aab' after one 'a'";
-  // No stop strings: everything goes out at once.
-  EXPECT_EQ(matched({}, {"ab", "c"}), (V{"ab", "c", ""}));
-  // Multi-byte stop strings: never half a character out.
-  EXPECT_EQ(matched({"\xc3\xa9!"}, {"caf\xc3\xa9", "!x"}), (V{"caf", "", ""}));
 }
 
 // Bytes as tokens: one token per byte, so every stop string spans tokens.

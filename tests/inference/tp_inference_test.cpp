@@ -124,6 +124,28 @@ TEST(TpInferenceShards, RankZerosErrorReachesEveryRank) {
   expect_same_completions(pipe.generate({{1, 2, 3}}, greedy(4)), one.generate({{1, 2, 3}}, greedy(4)));
 }
 
+// generate_text across the group: the same text, cut at the same stop string, as one process.
+TEST(TpInferenceShards, TextWithAStopStringEqualsOneProcess) {
+  auto world = ds::comm::make_communicator();
+  auto tp = tp_group(*world, 2);
+  Pipeline one(tiny_gpt2(), tp_engine_options(32, 40));
+  const auto whole = one.generate_text({"Hello", "ab"}, greedy(16));
+  ASSERT_GE(whole[0].text.size(), 6u);
+  const std::string stop = whole[0].text.substr(3, 2);
+  const auto want = one.generate_text({"Hello", "ab"}, greedy(16), {stop});
+  EngineOptions o = tp_engine_options(32, 40);
+  o.tensor_parallel = tp.get();
+  Pipeline split(tiny_gpt2(), o);
+  const auto got = split.generate_text({"Hello", "ab"}, greedy(16), {stop});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].text, want[i].text) << i;
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << i;
+    EXPECT_EQ(got[i].finish, want[i].finish) << i;
+  }
+  EXPECT_EQ(got[0].finish, FinishReason::kStop);
+}
+
 // Heads that do not divide by the group: ConfigError naming tensor_parallel (3 heads over 2 ranks).
 TEST(TpInferenceShards, RefusesHeadsThatDoNotDivide) {
   auto world = ds::comm::make_communicator();

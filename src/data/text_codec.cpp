@@ -1,27 +1,27 @@
-#include "serve/text_codec.h"
+#include "data/text_codec.h"
 
 #include "data/unicode.h"
-#include "serve/api_error.h"
+#include "util/error.h"
 
-namespace ds::serve {
+namespace ds::data {
 
 namespace fs = std::filesystem;
 
 TextCodec TextCodec::bytes() {
   TextCodec c;
-  c.chat_ = data::ChatTemplate(data::ChatTemplateKind::kChatML);
+  c.chat_ = ChatTemplate(ChatTemplateKind::kChatML);
   return c;
 }
 
 TextCodec TextCodec::from_model_dir(const fs::path& dir) {
   if (!fs::exists(dir / "tokenizer.json") && !fs::exists(dir / "tokenizer.model")) return bytes();
   TextCodec c;
-  c.tokenizer_ = data::load_tokenizer(dir);
+  c.tokenizer_ = load_tokenizer(dir);
   if (c.tokenizer_->chat_template().empty()) {
     c.chat_error_ = "the model folder's tokenizer_config.json has no chat_template";
   } else {
     try {
-      c.chat_ = data::ChatTemplate::recognise(c.tokenizer_->chat_template());
+      c.chat_ = ChatTemplate::recognise(c.tokenizer_->chat_template());
     } catch (const std::exception& e) {
       c.chat_error_ = e.what();
     }
@@ -50,7 +50,7 @@ std::string TextCodec::decode(const std::vector<int64_t>& ids) const {
     std::string bytes;
     for (int64_t t : ids)
       if (t >= 0 && t < 256) bytes += static_cast<char>(t);  // ids above 255 have no text
-    return data::utf8_lossy(bytes);
+    return utf8_lossy(bytes);
   }
   std::vector<int32_t> ids32;
   for (int64_t t : ids)
@@ -63,11 +63,8 @@ std::string TextCodec::token_bytes(int64_t id) const {
   return decode({id});
 }
 
-std::vector<int64_t> TextCodec::encode_chat(const std::vector<data::ChatMessage>& messages) const {
-  if (!chat_)
-    throw ApiError(400, "this model has no chat template ds-serve can render (" + chat_error_ +
-                            "); use /v1/completions with a prompt you format yourself",
-                   "invalid_request_error", "messages", "no_chat_template");
+std::vector<int64_t> TextCodec::encode_chat(const std::vector<ChatMessage>& messages) const {
+  DS_CHECK(chat_.has_value(), NotSupported, "this model has no chat template that can be rendered (" + chat_error_ + ")");
   const std::string bos = is_bytes() ? "" : tokenizer_->special_tokens().bos;
   return encode(chat_->render(messages, /*add_generation_prompt=*/true, bos), /*add_special_tokens=*/false);
 }
@@ -100,4 +97,4 @@ std::string StreamDecoder::finish() {
   return piece;
 }
 
-}  // namespace ds::serve
+}  // namespace ds::data

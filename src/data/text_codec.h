@@ -1,7 +1,8 @@
-// Text ↔ token ids for ds-serve: the model folder's tokenizer (tokenizer.json / tokenizer.model,
-// with its chat template) or, when the folder has none, bytes as tokens as ds-generate uses them
-// (byte b is token b; chat prompts rendered in ChatML). StreamDecoder turns the ids a request
-// produces into text pieces that never split a UTF-8 character, for streaming.
+// Text ↔ token ids for generation (Pipeline::generate_text, ds-generate, ds-serve): the model
+// folder's tokenizer (tokenizer.json / tokenizer.model, with its chat template) or, when the folder
+// has none, bytes as tokens (byte b is token b, as the built-in tiny models are trained; chat
+// prompts rendered in ChatML). StreamDecoder turns the ids a request produces into text pieces that
+// never split a UTF-8 character, for streaming. Here, below inference/ and serve/, so both use it.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 
-namespace ds::serve {
+namespace ds::data {
 
 class TextCodec {
  public:
@@ -32,15 +33,18 @@ class TextCodec {
   // One token's bytes, for logprobs (bytes as tokens: the byte itself, which may be part of a
   // UTF-8 character; a tokenizer: the token decoded alone).
   std::string token_bytes(int64_t id) const;
-  // The chat prompt as ids (template with the generation prompt). ApiError when the model has no
-  // usable chat template.
-  std::vector<int64_t> encode_chat(const std::vector<data::ChatMessage>& messages) const;
+  // Whether encode_chat works; if not, chat_error() says why (no template, or one not recognised).
+  bool has_chat() const { return chat_.has_value(); }
+  const std::string& chat_error() const { return chat_error_; }
+  // The chat prompt as ids (template with the generation prompt). NotSupported, naming the reason,
+  // when the model has no usable chat template (check has_chat() first).
+  std::vector<int64_t> encode_chat(const std::vector<ChatMessage>& messages) const;
   // Ids that end a chat turn besides the model's eos (the tokenizer's eos, Llama-3's <|eot_id|>).
   std::vector<int64_t> chat_stop_ids() const;
 
  private:
-  std::shared_ptr<data::Tokenizer> tokenizer_;
-  std::optional<data::ChatTemplate> chat_;
+  std::shared_ptr<Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chat_;
   std::string chat_error_;
 };
 
@@ -59,4 +63,4 @@ class StreamDecoder {
   size_t emitted_ = 0;  // bytes of the decoded text handed out
 };
 
-}  // namespace ds::serve
+}  // namespace ds::data

@@ -1,8 +1,8 @@
-#include "serve/stop_matcher.h"
+#include "inference/stop_matcher.h"
 
 #include <algorithm>
 
-namespace ds::serve {
+namespace ds::inference {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
@@ -46,4 +46,4 @@ std::string StopMatcher::finish() {
   return out;
 }
 
-}  // namespace ds::serve
+}  // namespace ds::inference

@@ -1,8 +1,8 @@
-// ds::serve::StopMatcher: OpenAI's `stop` strings, matched on the decoded text of a choice, not on
-// its tokens, so a stop string may span tokens or end inside one. Text goes in as it is decoded;
-// what comes out is safe to send: text that could still turn out to be the start of a stop string
-// is held back until the next text settles it. At a match the text ends just before the stop
-// string, and nothing more comes out.
+// ds::inference::StopMatcher: stop strings (OpenAI's `stop`), matched on the decoded text of a
+// sequence, not on its tokens, so a stop string may span tokens or end inside one. Text goes in as
+// it is decoded; what comes out is safe to send: text that could still turn out to be the start of
+// a stop string is held back until the next text settles it. At a match the text ends just before
+// the stop string, and nothing more comes out.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ds::serve {
+namespace ds::inference {
 
 class StopMatcher {
  public:
@@ -32,4 +32,4 @@ class StopMatcher {
   bool stopped_ = false;
 };
 
-}  // namespace ds::serve
+}  // namespace ds::inference
