@@ -7,8 +7,8 @@
 //   one host     2 ranks through shared memory;
 //   2 hosts      1 rank per test host, links unshaped;
 //   2 hosts slow the same with both links shaped to --rate (tc tbf), and there, after training, the
-//                step's collectives replayed alone (ZeRO-2's gradient reduce-scatter and parameter
-//                all-gather, same sizes and buckets): the communication time;
+//                step's collectives replayed alone (ZeRO-2's gradient reduces to each bucket's owner
+//                and parameter all-gather, same sizes and buckets): the communication time;
 //   compute      1 rank on one test host, the same micro-batch: the computation time (it steps the
 //                optimizer over all parameters, where each of 2 ranks steps half: a slight over-count).
 // Ends with
@@ -53,18 +53,25 @@ std::string config_json(const Options& o) {
                      o.micro, o.bucket, o.bucket);
 }
 
-// ZeRO-2's per-step collectives, alone: the gradients reduce-scattered in reduce_bucket_size buckets,
+// ZeRO-2's per-step collectives, alone, as the engine issues them: the gradients in
+// reduce_bucket_size buckets from the end of the flat buffer (backward order), each bucket inside
+// one rank's partition reduced to that rank, a bucket across a partition edge reduce-scattered;
 // then the updated parameters all-gathered in allgather_bucket_size buckets. Seconds per step.
 double replay_step_collectives(ds::comm::Communicator& comm, int64_t numel, int64_t bucket) {
   const int world = comm.size();
   const int64_t per_bucket = bucket / world * world;
+  const int64_t partition = (numel + world - 1) / world;
   std::vector<float> full(static_cast<size_t>(per_bucket), 1.0f), part(static_cast<size_t>(per_bucket / world), 0.0f);
   auto one_step = [&] {
-    for (int64_t done = 0; done < numel; done += per_bucket) {
-      const int64_t n = std::min(per_bucket, numel - done) / world * world;
-      if (n == 0) break;
-      comm.reduce_scatter(ds::comm::ConstBuffer(full.data(), n, ds::comm::ElemType::Fp32),
-                          ds::comm::Buffer(part.data(), n / world), ds::comm::ReduceOp::Sum, "replay_grads");
+    for (int64_t hi = numel; hi > 0; hi -= per_bucket) {
+      const int64_t lo = std::max<int64_t>(0, hi - per_bucket), n = hi - lo;
+      const int owner = static_cast<int>(lo / partition);
+      if (owner == static_cast<int>((hi - 1) / partition)) {
+        comm.reduce(ds::comm::Buffer(full.data(), n), owner, ds::comm::ReduceOp::Sum, "replay_grads");
+      } else if (n / world > 0) {
+        comm.reduce_scatter(ds::comm::ConstBuffer(full.data(), n / world * world, ds::comm::ElemType::Fp32),
+                            ds::comm::Buffer(part.data(), n / world), ds::comm::ReduceOp::Sum, "replay_grads");
+      }
     }
     for (int64_t done = 0; done < numel; done += per_bucket) {
       const int64_t n = std::min(per_bucket, numel - done) / world * world;
