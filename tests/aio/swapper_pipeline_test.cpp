@@ -163,7 +163,10 @@ INSTANTIATE_TEST_SUITE_P(Modes, Pipeline,
                          });
 
 // Pipelining hides the device: with update time ≈ device latency, the full pipeline waits much
-// less on reads than the synchronous path (a lenient bound: the machine may be busy).
+// less on reads than the synchronous path. A wall-clock comparison: ctest runs other tests beside
+// it (a multi-rank one can starve its I/O threads for a moment, as once in CI: 0.35 s pipelined vs
+// 0.24 s sync), so it passes when one of three measurements shows the effect; the order of the
+// operations (what makes the effect) is checked exactly by the Modes tests above.
 TEST(Pipeline, PrefetchHidesReadLatency) {
   aio::test::ScratchDir dir;
   aio::AioEngine engine(aio::AioOptions{});
@@ -184,8 +187,13 @@ TEST(Pipeline, PrefetchHidesReadLatency) {
     });
     return sw.stats().read_wait_s + sw.stats().write_wait_s;
   };
-  const double sync_wait = run(false), pipe_wait = run(true);
-  EXPECT_LT(pipe_wait, 0.5 * sync_wait) << "pipelined " << pipe_wait << " s vs sync " << sync_wait << " s";
+  std::string tries;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const double sync_wait = run(false), pipe_wait = run(true);
+    if (pipe_wait < 0.5 * sync_wait) return;
+    tries += " pipelined " + std::to_string(pipe_wait) + " s vs sync " + std::to_string(sync_wait) + " s;";
+  }
+  ADD_FAILURE() << "prefetching never halved the read wait:" << tries;
 }
 
 }  // namespace
