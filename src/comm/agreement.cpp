@@ -37,6 +37,16 @@ void agree_or_throw(Communicator& comm, std::exception_ptr error, const std::str
   throw IoError(fmt::format("{} (on rank {})", message, failed));
 }
 
+std::string broadcast_text(Communicator& comm, const std::string& text, int root, const char* what) {
+  if (comm.size() == 1) return text;
+  const bool mine = comm.rank() == root;
+  int64_t length = mine ? static_cast<int64_t>(text.size()) : 0;
+  comm.broadcast(Buffer(&length, 1), root, what);
+  std::string out = mine ? text : std::string(static_cast<size_t>(length), '\0');
+  if (length > 0) comm.broadcast(Buffer(reinterpret_cast<uint8_t*>(out.data()), length), root, what);
+  return out;
+}
+
 std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text, const char* what) {
   const int world = comm.size();
   if (world == 1) return {text};

@@ -15,6 +15,9 @@ namespace ds::comm {
 // and every other rank throws ds::IoError("<message of the lowest failing rank> (on rank N)").
 void agree_or_throw(Communicator& comm, std::exception_ptr error, const std::string& what);
 
+// Collective: `root`'s `text` on every rank (the others' `text` is ignored).
+std::string broadcast_text(Communicator& comm, const std::string& text, int root, const char* what);
+
 // Collective: every rank's `text`, in rank order, on every rank.
 std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text, const char* what);
 

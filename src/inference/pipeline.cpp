@@ -3,6 +3,7 @@
 #include <map>
 #include <type_traits>
 
+#include "comm/agreement.h"
 #include "comm/communicator.h"
 #include "inference/tensor_parallel.h"
 #include "inference/text_stream.h"
@@ -128,7 +129,7 @@ nlohmann::json Pipeline::on_every_rank(const std::function<nlohmann::json()>& le
     engine_->release_followers();
   }
   const std::string text = tp->rank() == 0 ? result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "";
-  result = nlohmann::json::parse(broadcast_text(*tp, text));
+  result = nlohmann::json::parse(comm::broadcast_text(*tp, text, 0, "tp_inference.result"));
   if (failed) std::rethrow_exception(failed);
   if (result.is_object()) throw Error(result.at("error").get<std::string>());
   return result;

@@ -52,14 +52,6 @@ void TpLeader::keep_alive() {
   if (std::chrono::steady_clock::now() - last_sent_ >= keep_alive_interval_) send(kKeepAlive, {});
 }
 
-std::string broadcast_text(comm::Communicator& tp, const std::string& text) {
-  int64_t n = tp.rank() == 0 ? static_cast<int64_t>(text.size()) : 0;
-  tp.broadcast(comm::Buffer(&n, 1), 0, "tp_inference.text_size");
-  std::string out = tp.rank() == 0 ? text : std::string(static_cast<size_t>(n), '\0');
-  if (n > 0) tp.broadcast(comm::Buffer(reinterpret_cast<uint8_t*>(out.data()), n), 0, "tp_inference.text");
-  return out;
-}
-
 int64_t follow_tp_leader(RaggedModel& model, KvCache& cache, comm::Communicator& tp) {
   DS_CHECK(tp.rank() != 0, Error, "follow_tp_leader: rank 0 of the tensor-parallel group leads; it does not follow");
   model.set_compute_logits(false);

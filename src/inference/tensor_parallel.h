@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <memory>
-#include <string>
 
 #include "comm/communicator.h"
 #include "inference/kv_cache.h"
@@ -52,10 +51,6 @@ class TpLeader final : public RaggedModel {
   std::chrono::steady_clock::time_point last_sent_;
   std::chrono::duration<double> keep_alive_interval_;
 };
-
-// Collective over `tp`: rank 0's `text` on every rank (Pipeline::generate hands its results to the
-// followers this way).
-std::string broadcast_text(comm::Communicator& tp, const std::string& text);
 
 // On every rank of `tp` but 0: runs the leader's forwards over `model` (logits off) and `cache`
 // until the leader releases the followers. Returns the number of forwards run.

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/agreement.h"
 #include "profiling/monitor.h"
 #include "util/error.h"
 #include "util/writable_path.h"
@@ -46,11 +47,8 @@ void check_output_paths(const Config& config, comm::Communicator& comm) {
   if (comm.rank() == 0) problem = first_problem(config);
   if (comm.size() > 1) {
     // Rank 0's verdict reaches every rank, so no rank walks on into collectives alone.
-    std::string text = problem.first.empty() ? "" : problem.first + '\n' + problem.second;
-    int64_t length = static_cast<int64_t>(text.size());
-    comm.broadcast(comm::Buffer(&length, 1), 0);
-    text.resize(static_cast<size_t>(length));
-    if (length > 0) comm.broadcast(comm::Buffer(reinterpret_cast<uint8_t*>(text.data()), length), 0);
+    const std::string text = comm::broadcast_text(
+        comm, problem.first.empty() ? "" : problem.first + '\n' + problem.second, 0, "check_output_paths");
     const size_t nl = text.find('\n');
     problem = nl == std::string::npos ? std::pair<std::string, std::string>{} : std::pair{text.substr(0, nl), text.substr(nl + 1)};
   }
