@@ -109,6 +109,7 @@ struct Item {
   std::string name;
   std::vector<int64_t> shape;              // as exported (transposed for Conv1D)
   const checkpoint::ParamEntry* param = nullptr;  // trainable: fp32 pieces
+  const format::SafetensorsFile* file = nullptr;  // else: the model file holding it
   bool transpose = false;
   uint64_t bytes = 0;
 };
@@ -146,16 +147,21 @@ int run(int argc, char** argv) {
   const uint64_t elem = torch::elementSize(out_dtype);
   std::vector<Item> items;
   for (const auto& p : m.params) {
-    Item it{p.name, p.shape, &p, layout.transpose_conv1d && models::is_conv1d_weight(p.name) && p.shape.size() == 2, 0};
+    Item it{p.name, p.shape, &p, nullptr, layout.transpose_conv1d && models::is_conv1d_weight(p.name) && p.shape.size() == 2, 0};
     if (it.transpose) std::swap(it.shape[0], it.shape[1]);
     it.bytes = uint64_t(p.numel()) * elem;
     items.push_back(std::move(it));
   }
-  format::SafetensorsFile model_file((fs::path(dir) / m.model_file).string(), reader.checksums_of(m.model_file));
-  for (const auto& t : model_file.tensors()) {
-    const bool is_float = t.dtype == format::StDtype::F32 || t.dtype == format::StDtype::BF16 ||
-                          t.dtype == format::StDtype::F16 || t.dtype == format::StDtype::F64;
-    items.push_back({t.name, t.shape, nullptr, false, is_float ? uint64_t(t.numel()) * elem : t.nbytes()});
+  std::vector<std::unique_ptr<format::SafetensorsFile>> model_files;  // rank 0's, then pipeline stages'
+  for (const auto& name : m.model_files()) {
+    model_files.push_back(
+        std::make_unique<format::SafetensorsFile>((fs::path(dir) / name).string(), reader.checksums_of(name)));
+    for (const auto& t : model_files.back()->tensors()) {
+      const bool is_float = t.dtype == format::StDtype::F32 || t.dtype == format::StDtype::BF16 ||
+                            t.dtype == format::StDtype::F16 || t.dtype == format::StDtype::F64;
+      items.push_back({t.name, t.shape, nullptr, model_files.back().get(), false,
+                       is_float ? uint64_t(t.numel()) * elem : t.nbytes()});
+    }
   }
 
   // Shards in model order, a new one when the next tensor would pass the limit (as HF does).
@@ -187,7 +193,7 @@ int run(int argc, char** argv) {
       w.set_metadata("format", "pt");
       for (const Item* it : shards[s]) {
         weight_map[it->name] = file;
-        const format::TensorInfo* info = it->param ? nullptr : &model_file.at(it->name);
+        const format::TensorInfo* info = it->param ? nullptr : &it->file->at(it->name);
         torch::ScalarType dtype = out_dtype;  // integer buffers keep their dtype
         if (info && !torch::isFloatingType(checkpoint::scalar_type_of(info->dtype))) dtype = checkpoint::scalar_type_of(info->dtype);
         w.add_streamed(it->name, checkpoint::st_dtype_of(dtype), it->shape, [&, it, info, dtype](const auto& sink) {
@@ -197,7 +203,7 @@ int run(int argc, char** argv) {
             reader.read(checkpoint::kMasterState, *it->param, 0, it->param->numel(), t.data_ptr<float>());
           } else {
             t = torch::empty(info->shape, checkpoint::scalar_type_of(info->dtype));
-            model_file.read(*info, t.data_ptr(), info->nbytes());
+            it->file->read(*info, t.data_ptr(), info->nbytes());
           }
           if (it->transpose) t = t.t();
           t = t.to(dtype).contiguous();

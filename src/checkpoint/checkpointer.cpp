@@ -87,23 +87,9 @@ zero::FlatGroup whole_tensor_layout(const EngineStates& p, const zero::FlatGroup
   return out;
 }
 
-// What tensor- and pipeline-parallel checkpoints cannot hold yet: refused before anything is
+// What tensor-parallel checkpoints cannot hold yet: refused before anything is
 // written or read.
 void check_tensor_parallel_support(const EngineStates& p) {
-  if (p.pipeline) {
-    DS_CHECK(!(p.optimizer && p.optimizer->swapped()), NotSupported,
-             "pipeline.stages: checkpoints with the optimizer state on NVMe (offload_optimizer.device \"nvme\") of "
-             "pipeline stages are not supported yet; nothing was written or read");
-    // One model file, written by rank 0 (stage 0): frozen parameters and buffers of later stages
-    // would be missing from it.
-    for (const auto& item : p.module.named_parameters())
-      DS_CHECK(item.value().requires_grad(), NotSupported,
-               fmt::format("pipeline.stages: {} is a frozen parameter of a pipeline stage; checkpoints of pipeline "
-                           "stages hold trainable parameters only so far (save_16bit_model, or train it)",
-                           item.key()));
-    DS_CHECK(p.module.named_buffers().is_empty(), NotSupported,
-             "pipeline.stages: checkpoints of pipeline stages whose modules hold buffers are not supported yet");
-  }
   if (!p.tensor_parallel) return;
   DS_CHECK(!(p.optimizer && p.optimizer->swapped()), NotSupported,
            "tensor_parallel.autotp_size: checkpoints with the optimizer state on NVMe (offload_optimizer.device "
@@ -126,6 +112,43 @@ std::vector<std::pair<std::string, torch::Tensor>> module_tensors(torch::nn::Mod
       out.emplace_back(item.key(), item.value());
   for (const auto& item : module.named_buffers())
     if (seen.insert(item.value().unsafeGetTensorImpl()).second) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+// Which frozen parameters and buffers each model file holds: rank 0's model file all of them, or with
+// pipeline stages one file per stage, each name in the first stage that holds it (a frozen tied
+// embedding once). Collective over p.comm with stages.
+struct ModelFiles {
+  std::vector<StageModelFile> files;  // [0]: model_file_name(); the stages' after it (none empty)
+  int mine = -1;                      // the entry this rank writes; -1: none
+};
+
+ModelFiles assign_model_files(const EngineStates& p) {
+  ModelFiles out;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : module_tensors(p.module)) names.push_back(name);
+  if (!p.pipeline) {
+    out.files.push_back({model_file_name(), std::move(names)});
+    if (p.comm.rank() == 0) out.mine = 0;
+    return out;
+  }
+  // One rank of each stage (world rank 0's pipe group) speaks for it; the others send nothing.
+  const int stage = p.stage_leaders ? p.stage_leaders->rank() : -1;
+  const std::string list = p.stage_leaders ? json(names).dump() : std::string();
+  std::map<int, std::vector<std::string>> by_stage;
+  for (const auto& text : comm::all_gather_text(p.comm, json{{"stage", stage}, {"names", list}}.dump(), "checkpoint_model_files")) {
+    const json e = json::parse(text);
+    if (e["stage"].get<int>() >= 0) by_stage[e["stage"].get<int>()] = json::parse(e["names"].get<std::string>());
+  }
+  std::unordered_set<std::string> taken;
+  for (const auto& [s, held] : by_stage) {
+    StageModelFile f{s == 0 ? model_file_name() : stage_model_file_name(s), {}};
+    for (const auto& n : held)
+      if (taken.insert(n).second) f.tensors.push_back(n);
+    if (s > 0 && f.tensors.empty()) continue;
+    if (s == stage) out.mine = int(out.files.size());
+    out.files.push_back(std::move(f));
+  }
   return out;
 }
 
@@ -184,16 +207,32 @@ void check_tag_agreement(const EngineStates& p, const std::string& tag) {
 
 // This rank's rank file (and rank 0's model file) in the partial directory; returns their checksums.
 std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, const std::string& partial,
-                                                         const std::vector<std::string>& rank_files) {
+                                                         const std::vector<std::string>& rank_files,
+                                                         const ModelFiles& model_files) {
   torch::NoGradGuard no_grad;
   std::map<std::string, format::FileChecksums> checksums;
   const int rank = p.comm.rank(), world = p.comm.size();
   const std::string& name = rank_files[size_t(rank)];
   const std::string file = (fs::path(partial) / name).string();
+  // Under tensor parallelism the layouts in whole-tensor runs; in a pipeline without the tied copies
+  // another stage writes.
+  const bool adjusted = p.tensor_parallel || !p.pipeline_copies.empty();
+  std::vector<zero::FlatGroup> whole;
+  if (adjusted) {
+    const auto shapes = local_shapes(p.module);
+    const std::unordered_set<std::string> copies(p.pipeline_copies.begin(), p.pipeline_copies.end());
+    for (size_t g = 0; g < p.states.num_groups(); ++g) {
+      zero::FlatGroup l = p.tensor_parallel ? whole_tensor_layout(p, p.states.local_layout(g), shapes)
+                                            : p.states.local_layout(g);
+      std::erase_if(l.slots, [&](const zero::ParamSlot& slot) { return copies.count(slot.name) > 0; });
+      whole.push_back(std::move(l));
+    }
+  }
+  auto layout = [&](size_t g) { return adjusted ? &whole[g] : &p.states.local_layout(g); };
   if (p.optimizer && p.optimizer->swapped()) {
     // ZeRO-Infinity: stream the swap files sub-group by sub-group (RAM: one sub-group).
     std::vector<const zero::FlatGroup*> layouts;
-    for (size_t g = 0; g < p.states.num_groups(); ++g) layouts.push_back(&p.states.local_layout(g));
+    for (size_t g = 0; g < p.states.num_groups(); ++g) layouts.push_back(layout(g));
     std::vector<SwappedSpan> spans;
     for (const auto& sp : p.optimizer->sub_group_spans()) spans.push_back({sp.group, sp.offset, sp.numel});
     zero::FlatOptimizer* opt = p.optimizer;
@@ -204,22 +243,8 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
   } else {
     LocalStates local;
     if (p.optimizer) local.state_names = p.optimizer->state_names();
-    // Under tensor parallelism the layouts in whole-tensor runs; in a pipeline without the tied
-    // copies another stage writes.
-    const bool adjusted = p.tensor_parallel || !p.pipeline_copies.empty();
-    std::vector<zero::FlatGroup> whole;
-    if (adjusted) {
-      const auto shapes = local_shapes(p.module);
-      const std::unordered_set<std::string> copies(p.pipeline_copies.begin(), p.pipeline_copies.end());
-      for (size_t g = 0; g < p.states.num_groups(); ++g) {
-        zero::FlatGroup l = p.tensor_parallel ? whole_tensor_layout(p, p.states.local_layout(g), shapes)
-                                              : p.states.local_layout(g);
-        std::erase_if(l.slots, [&](const zero::ParamSlot& slot) { return copies.count(slot.name) > 0; });
-        whole.push_back(std::move(l));
-      }
-    }
     for (size_t g = 0; g < p.states.num_groups(); ++g) {
-      local.layouts.push_back(adjusted ? &whole[g] : &p.states.local_layout(g));
+      local.layouts.push_back(layout(g));
       local.masters.push_back(p.optimizer ? p.optimizer->master(g) : p.states.local_params(g).to(torch::kFloat32));
       local.states.push_back(p.optimizer ? &p.optimizer->state(g) : nullptr);
     }
@@ -233,9 +258,13 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
     checksums[name] = write_rank_file(file, local, pieces, cpu_rng_state(), rank, world, private_tensors);
   }
   crash_point("rank_file", rank);
-  if (rank == 0) {
-    checksums[model_file_name()] = write_tensor_file((fs::path(partial) / model_file_name()).string(),
-                                                     module_tensors(p.module), {{"format", "deepspeed.cpp model states"}});
+  if (model_files.mine >= 0) {
+    const StageModelFile& f = model_files.files[size_t(model_files.mine)];
+    const std::unordered_set<std::string> wanted(f.tensors.begin(), f.tensors.end());
+    auto tensors = module_tensors(p.module);
+    std::erase_if(tensors, [&](const auto& named) { return !wanted.count(named.first); });
+    checksums[f.file] = write_tensor_file((fs::path(partial) / f.file).string(), tensors,
+                                          {{"format", "deepspeed.cpp model states"}});
     crash_point("model_file", rank);
   }
   return checksums;
@@ -243,7 +272,8 @@ std::map<std::string, format::FileChecksums> write_files(const EngineStates& p, 
 
 // Rank 0: the manifest (with every rank's checksums), then the atomic commit and `latest`.
 void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::string>& rank_files,
-            const std::vector<std::string>& all_checksums, const std::vector<ParamInfo>& params) {
+            const ModelFiles& model_files, const std::vector<std::string>& all_checksums,
+            const std::vector<ParamInfo>& params) {
   const std::string partial = partial_dir(r.dir, r.tag);
   Manifest m;
   m.tag = r.tag;
@@ -254,7 +284,8 @@ void commit(const EngineStates& p, const SaveRequest& r, const std::vector<std::
   m.states = {kMasterState};
   if (p.optimizer)
     for (const auto& name : p.optimizer->state_names()) m.states.push_back(name);
-  for (const auto& [name, t] : module_tensors(p.module)) m.module_tensors.push_back(name);
+  m.module_tensors = model_files.files.front().tensors;
+  m.stage_model_files.assign(model_files.files.begin() + 1, model_files.files.end());
   m.params = collect_pieces(partial, rank_files, params);
   m.engine = r.engine_state;
   m.ds_config = json::parse(p.config.json_text, nullptr, false);
@@ -326,17 +357,18 @@ std::string save(const EngineStates& p, const SaveRequest& r) {
   };
   std::vector<std::string> rank_files;
   for (int rank = 0; rank < p.comm.size(); ++rank) rank_files.push_back(optim_file_name(rank, p.config.bf16.enabled));
+  const ModelFiles model_files = assign_model_files(p);
   std::map<std::string, format::FileChecksums> checksums;
   phase("checkpoint_prepare", [&] {
     if (p.comm.rank() == 0) prepare_partial_dir(r.dir, r.tag);
   });
-  phase("checkpoint_write", [&] { checksums = write_files(p, partial_dir(r.dir, r.tag), rank_files); });
+  phase("checkpoint_write", [&] { checksums = write_files(p, partial_dir(r.dir, r.tag), rank_files, model_files); });
   phase("checkpoint_commit", [&] {
     json mine = json::object();
     for (const auto& [file, sums] : checksums) mine[file] = format::to_json(sums);
     const auto all = comm::all_gather_text(p.comm, mine.dump(), "checkpoint_checksums");
     const auto params = all_trainable_params(p);
-    if (p.comm.rank() == 0) commit(p, r, rank_files, all, params);
+    if (p.comm.rank() == 0) commit(p, r, rank_files, model_files, all, params);
   });
   return tag_dir(r.dir, r.tag);
 }
@@ -426,7 +458,7 @@ std::vector<torch::Tensor> read_flat(const EngineStates& p, SliceReader& reader,
 void read_module_tensors(const EngineStates& p, SliceReader& reader, const Manifest& m, const std::string& path,
                          bool strict) {
   for (auto& [name, t] : module_tensors(p.module)) {
-    if (std::find(m.module_tensors.begin(), m.module_tensors.end(), name) != m.module_tensors.end())
+    if (m.module_file_of(name) != nullptr)
       reader.read_module_tensor(name, t);
     else
       DS_CHECK(!strict, IoError,

@@ -32,6 +32,8 @@ void check_tag(const std::string& tag) {
 
 std::string model_file_name() { return "mp_rank_00_model_states.safetensors"; }
 
+std::string stage_model_file_name(int stage) { return fmt::format("pipe_stage_{:02d}_model_states.safetensors", stage); }
+
 std::string optim_file_name(int dp_rank, bool bf16) {
   return std::string(bf16 ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(dp_rank) +
          "_mp_rank_00_optim_states.safetensors";

@@ -25,6 +25,8 @@ std::string default_tag(int64_t global_steps);  // DeepSpeed's "global_step<N>"
 void check_tag(const std::string& tag);
 
 std::string model_file_name();                         // "mp_rank_00_model_states.safetensors"
+// Pipeline stage s >= 1's frozen parameters and buffers: "pipe_stage_<ss>_model_states.safetensors".
+std::string stage_model_file_name(int stage);
 std::string optim_file_name(int dp_rank, bool bf16);   // "[bf16_]zero_pp_rank_<r>_mp_rank_00_optim_states.safetensors"
 
 std::string tag_dir(const std::string& dir, const std::string& tag);

@@ -30,6 +30,19 @@ const ParamEntry* Manifest::find(const std::string& name) const {
   return nullptr;
 }
 
+const std::string* Manifest::module_file_of(const std::string& name) const {
+  if (std::find(module_tensors.begin(), module_tensors.end(), name) != module_tensors.end()) return &model_file;
+  for (const auto& f : stage_model_files)
+    if (std::find(f.tensors.begin(), f.tensors.end(), name) != f.tensors.end()) return &f.file;
+  return nullptr;
+}
+
+std::vector<std::string> Manifest::model_files() const {
+  std::vector<std::string> out{model_file};
+  for (const auto& f : stage_model_files) out.push_back(f.file);
+  return out;
+}
+
 std::string piece_tensor_name(const std::string& state, const std::string& param, int64_t offset) {
   return state + "/" + param + "@" + std::to_string(offset);
 }
@@ -58,6 +71,11 @@ json to_json(const Manifest& m) {
               {"model_file", m.model_file}, {"states", m.states}, {"module_tensors", m.module_tensors},
               {"engine", m.engine}, {"ds_config", m.ds_config}, {"client_state", m.client_state},
               {"parameters", params}};
+  if (!m.stage_model_files.empty()) {
+    json stages = json::array();
+    for (const auto& f : m.stage_model_files) stages.push_back({{"file", f.file}, {"tensors", f.tensors}});
+    out["stage_model_files"] = stages;
+  }
   if (!m.checksums.empty()) {
     json files = json::object();
     for (const auto& [file, sums] : m.checksums) files[file] = to_json(sums);
@@ -119,7 +137,7 @@ void check_tiling(const ParamEntry& p, size_t ranks, const std::string& source) 
 }
 
 // "checksums": {"algorithm": "crc32c", "files": {"<file>": {...}}}: one entry for each rank file and
-// the model file, no other.
+// model file, no other.
 void read_checksums(const json& c, Manifest& m, const std::string& source) {
   if (!c.is_object()) bad(source, "\"checksums\" is not an object");
   const auto algorithm = get<std::string>(c, "algorithm", source);
@@ -128,7 +146,7 @@ void read_checksums(const json& c, Manifest& m, const std::string& source) {
   const json files = get<json>(c, "files", source);
   if (!files.is_object()) bad(source, "\"checksums.files\" is not an object");
   std::vector<std::string> want = m.rank_files;
-  want.push_back(m.model_file);
+  for (const auto& f : m.model_files()) want.push_back(f);
   for (const auto& f : want)
     if (!files.contains(f)) bad(source, "no checksums for " + f);
   if (files.size() != std::set<std::string>(want.begin(), want.end()).size())
@@ -154,6 +172,12 @@ Manifest manifest_from_json(const json& j, const std::string& source) {
   m.model_file = get<std::string>(j, "model_file", source);
   m.states = get<std::vector<std::string>>(j, "states", source);
   m.module_tensors = get<std::vector<std::string>>(j, "module_tensors", source);
+  if (j.contains("stage_model_files")) {
+    const json stages = get<json>(j, "stage_model_files", source);
+    if (!stages.is_array()) bad(source, "\"stage_model_files\" is not an array");
+    for (const auto& e : stages)
+      m.stage_model_files.push_back({get<std::string>(e, "file", source), get<std::vector<std::string>>(e, "tensors", source)});
+  }
   m.engine = get<json>(j, "engine", source);
   m.ds_config = get<json>(j, "ds_config", source);
   m.client_state = get<json>(j, "client_state", source);

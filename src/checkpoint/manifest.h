@@ -35,6 +35,13 @@ struct ParamEntry {
   int64_t numel() const;
 };
 
+// A pipeline stage's frozen parameters and buffers that no earlier stage holds (stage 0's are in
+// Manifest::model_file): each stage writes what only it has, so no rank gathers the frozen model.
+struct StageModelFile {
+  std::string file;                  // relative to the tag directory
+  std::vector<std::string> tensors;  // model order
+};
+
 struct Manifest {
   int version = kManifestVersion;
   std::string tag;
@@ -45,6 +52,7 @@ struct Manifest {
   std::vector<std::string> states;       // "fp32" first, then the optimizer's ("exp_avg", ...)
   std::vector<ParamEntry> params;        // trainable parameters, model order
   std::vector<std::string> module_tensors;  // frozen parameters and buffers in model_file
+  std::vector<StageModelFile> stage_model_files;  // pipelines: the later stages' (absent in older tags)
   nlohmann::json engine = nlohmann::json::object();        // counters, scaler, schedule, optimizer
   nlohmann::json ds_config = nlohmann::json::object();     // the config the run was started with
   nlohmann::json client_state = nlohmann::json::object();  // the user's, returned by load
@@ -53,6 +61,10 @@ struct Manifest {
   std::map<std::string, format::FileChecksums> checksums;
 
   const ParamEntry* find(const std::string& name) const;
+  // The file holding frozen parameter or buffer `name` (model_file or a stage's); null when none does.
+  const std::string* module_file_of(const std::string& name) const;
+  // model_file, then each stage's file.
+  std::vector<std::string> model_files() const;
 };
 
 // "<state>/<param>@<offset>": the tensor holding one piece of one state in a rank file.

@@ -201,15 +201,16 @@ torch::Tensor SliceReader::rank_private(int rank, const std::string& name) {
 }
 
 void SliceReader::read_module_tensor(const std::string& name, torch::Tensor& dst) {
-  if (!model_file_)
-    model_file_ = std::make_unique<SafetensorsFile>((fs::path(dir_) / manifest_.model_file).string(),
-                                                    checksums_of(manifest_.model_file));
-  const TensorInfo& info = model_file_->at(name);
+  const std::string* file = manifest_.module_file_of(name);
+  DS_CHECK(file != nullptr, IoError, fmt::format("{}: the checkpoint has no {} in any model file", dir_, name));
+  auto& f = model_files_[*file];
+  if (!f) f = std::make_unique<SafetensorsFile>((fs::path(dir_) / *file).string(), checksums_of(*file));
+  const TensorInfo& info = f->at(name);
   DS_CHECK(info.shape == dst.sizes().vec(), IoError,
-           fmt::format("{}: {} has shape {} but the model's is {} (a checkpoint of another model?)", model_file_->path(),
-                       name, info.shape, dst.sizes().vec()));
+           fmt::format("{}: {} has shape {} but the model's is {} (a checkpoint of another model?)", f->path(), name,
+                       info.shape, dst.sizes().vec()));
   torch::Tensor h = torch::empty(info.shape, scalar_type_of(info.dtype));
-  model_file_->read(info, h.data_ptr(), info.nbytes());
+  f->read(info, h.data_ptr(), info.nbytes());
   torch::NoGradGuard no_grad;
   dst.copy_(h);
 }

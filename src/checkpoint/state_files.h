@@ -85,7 +85,8 @@ class SliceReader {
   torch::Tensor rng_state(int rank);
   // Rank r's private tensor `name` (write_rank_file's private_tensors), undefined when absent.
   torch::Tensor rank_private(int rank, const std::string& name);
-  // A whole tensor of the model file into dst (same shape; converted to dst's dtype).
+  // A whole frozen parameter or buffer, from the model file holding it (Manifest::module_file_of),
+  // into dst (same shape; converted to dst's dtype).
   void read_module_tensor(const std::string& name, torch::Tensor& dst);
 
  private:
@@ -95,7 +96,7 @@ class SliceReader {
   const Manifest& manifest_;
   bool verify_;
   std::vector<std::unique_ptr<format::SafetensorsFile>> files_;
-  std::unique_ptr<format::SafetensorsFile> model_file_;
+  std::map<std::string, std::unique_ptr<format::SafetensorsFile>> model_files_;  // opened on first read
 };
 
 }  // namespace ds::checkpoint

@@ -64,6 +64,15 @@ PipelineModule::PipelineModule(std::shared_ptr<torch::nn::Module> model, const n
     if (parts_[size_t(s)] == parts_[size_t(s) + 1])
       throw ConfigError("pipeline.partition", fmt::format("\"{}\" leaves stage {} of {} without layers ({})",
                                                           options_.partition_method, s, stages, describe_partition()));
+  for (int s = 0; s < stages; ++s) {
+    int64_t trainable = 0;
+    for (int i = parts_[size_t(s)]; i < parts_[size_t(s) + 1]; ++i) trainable += layer_params_[size_t(i)];
+    if (trainable == 0)  // its optimizer would have nothing to step (DeepSpeed's fails the same way)
+      throw ConfigError("pipeline.partition",
+                        fmt::format("\"{}\" gives stage {} of {} no trainable parameter, only frozen layers ({}): "
+                                    "partition by \"parameters\" (counts trainable ones) or use fewer stages",
+                                    options_.partition_method, s, stages, describe_partition()));
+  }
   std::unordered_set<std::string> seen;
   for (int i = parts_[size_t(stage_)]; i < parts_[size_t(stage_) + 1]; ++i) {
     stage_layers_.add(layers[size_t(i)]);
@@ -95,23 +104,42 @@ void PipelineModule::register_stage_modules() {
     owners.insert({split_path(owner).size(), owner});
   }
   std::unordered_set<const torch::nn::Module*> real;  // modules of the model registered here
-  for (const auto& [depth, path] : owners) {
-    const auto found = modules.find(path);
-    DS_CHECK(found != modules.end(), Error, "PipelineModule: no module \"" + path + "\" in the model");
+  // The parent of `path`'s last part, placeholders made on the way; null when a module taken whole
+  // covers it (what it holds came with that module).
+  auto parent_of = [&](const std::vector<std::string>& parts) -> torch::nn::Module* {
     torch::nn::Module* at = this;
-    const auto parts = split_path(path);
-    bool covered = false;
-    for (size_t i = 0; i + 1 < parts.size() && !covered; ++i) {
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
       auto children = at->named_children();
       if (const auto* child = children.find(parts[i])) {
-        covered = real.count(child->get()) > 0;  // an ancestor was taken whole
+        if (real.count(child->get())) return nullptr;
         at = child->get();
       } else {
         at = at->register_module(parts[i], std::make_shared<torch::nn::Module>()).get();
       }
     }
-    if (covered || at->named_children().find(parts.back()) != nullptr) continue;
+    return at;
+  };
+  for (const auto& [depth, path] : owners) {
+    const auto found = modules.find(path);
+    DS_CHECK(found != modules.end(), Error, "PipelineModule: no module \"" + path + "\" in the model");
+    const auto parts = split_path(path);
+    torch::nn::Module* at = parent_of(parts);
+    if (at == nullptr || at->named_children().find(parts.back()) != nullptr) continue;
     real.insert(at->register_module(parts.back(), found->second).get());
+  }
+  // A buffer belongs to every stage using a parameter below its module: one on a module the stage
+  // takes only in part (a decoder layer's own buffer, the model's rotary cache) is registered by its
+  // name beside those parameters, so the stage's checkpoints hold it.
+  std::unordered_set<std::string> used{""};  // the stage's parameters' modules and their ancestors
+  for (const auto& name : names_) {
+    std::string m = owner_of(name);
+    while (!m.empty() && used.insert(m).second) m = owner_of(m);
+  }
+  const auto held = named_buffers(/*recurse=*/true);
+  for (const auto& item : model_->named_buffers(/*recurse=*/true)) {
+    if (!used.count(owner_of(item.key())) || held.contains(item.key())) continue;
+    const auto parts = split_path(item.key());
+    if (torch::nn::Module* at = parent_of(parts)) at->register_buffer(parts.back(), item.value());
   }
   // Every trainable parameter the stage now holds must be one its layers use: another would be
   // stepped with no gradient on this stage and a real one on another.
@@ -154,7 +182,9 @@ void PipelineModule::find_tied_parameters() {
       DS_CHECK(p.is_contiguous(), NotSupported, "PipelineModule: tied parameter \"" + name + "\" is not contiguous");
       t.group->broadcast(nn::as_buffer(p), 0, "pipe_tied_broadcast");
     }
-    tied_.push_back(std::move(t));
+    // A frozen one (LoRA's base embedding) stays equal by itself: no gradient to sum, no optimizer
+    // copy to leave out of a checkpoint.
+    if (params[name].requires_grad()) tied_.push_back(std::move(t));
   }
 }
 

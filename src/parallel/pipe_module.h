@@ -34,7 +34,8 @@ struct PipelineModuleOptions {
   int activation_checkpoint_interval = 0;
 };
 
-// A parameter several stages hold copies of.
+// A trainable parameter several stages hold copies of (frozen ones are made equal at construction
+// and need nothing after).
 struct TiedParameter {
   std::string name;
   std::vector<int> stages;                     // ascending; the first owns it in the gradient norm

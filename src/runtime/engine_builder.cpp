@@ -152,7 +152,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
     enable_ulysses(stage != nullptr ? stage->model() : module, p.topology->sequence());
   }
   build_states(p, module, o);
-  zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.data_parallel().rank(), &p.data_parallel()};
+  zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.topology->rank(), &p.data_parallel()};
   for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay});
   p.optimizer = zero::make_flat_optimizer(opt, *p.ledger);
   build_schedule(p);

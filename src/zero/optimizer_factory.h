@@ -20,7 +20,7 @@ struct OptimizerInput {
   ModelStates* states = nullptr;              // must outlive the optimizer (NVMe init reads from it)
   std::vector<GroupHyperparams> overrides;    // per param group
   bool pinned = false;                        // host buffers pinned (offload::HostMemoryPlan)
-  int rank = 0;                               // in the data-parallel group (swap file names)
+  int rank = 0;                               // world rank: the swap folder rank<R> (DeepSpeed's dist.get_rank())
   comm::Communicator* data_parallel = nullptr; // the 1-bit optimizers' exchange group
 };
 

@@ -160,10 +160,17 @@ double resume_batch(PipelineEngine& engine, models::BatchSampler& sampler, int s
   });
 }
 
-PipelineEngine resume_engine(ResumeRun r, bool perturbed = false) {
+// `nvme`: a folder for the optimizer state (offload_optimizer "nvme"), or none.
+PipelineEngine resume_engine(ResumeRun r, bool perturbed = false, const std::string& nvme = "") {
   std::string cfg = pipe_config(r.stages, 1);
   const std::string gas_key = fmt::format(R"("gradient_accumulation_steps": {})", partest::kGas);
   cfg.replace(cfg.find(gas_key), gas_key.size(), fmt::format(R"("gradient_accumulation_steps": {})", r.gas));
+  if (!nvme.empty()) {
+    const std::string stage_key = R"("stage": 1,)";
+    cfg.replace(cfg.find(stage_key), stage_key.size(),
+                fmt::format(R"("stage": 1, "sub_group_size": 7000, "offload_optimizer": {{"device": "nvme", "nvme_path": "{}"}},)",
+                            nvme));
+  }
   auto model = partest::make_model("deep8");
   if (perturbed) {  // everything must come from the checkpoint
     torch::NoGradGuard no_grad;
@@ -193,6 +200,35 @@ TEST(Pipeline, CheckpointResumesAtOtherStageCounts) {
       const double got = resume_batch(engine, sampler, kSaved + i);
       EXPECT_LE(std::abs(got - want[size_t(i)]), 1e-5 * std::abs(want[size_t(i)]))
           << "PP " << r.stages << " step " << kSaved + i << ": " << got << " vs " << want[size_t(i)];
+    }
+  }
+}
+
+// The optimizer state on NVMe: stages stream their swap files into the checkpoint (a tied copy's
+// pieces written once, by the stage that owns it); PP=2 resumes as one stage over DP=2, from NVMe
+// and from memory, each next loss equal to the uninterrupted run's.
+TEST(Pipeline, CheckpointWithTheOptimizerOnNvme) {
+  if (!partest::world_is({2})) GTEST_SKIP() << "world 2 only";
+  const std::string dir = std::string(DS_BINARY_DIR) + "/pipeline_nvme_checkpoint";
+  const std::string nvme = std::string(DS_BINARY_DIR) + "/pipeline_nvme_swap";
+  std::filesystem::create_directories(nvme);
+  auto data = partest::corpus();
+  models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  constexpr int kSaved = 2, kMore = 2;
+  std::vector<double> want;
+  {
+    auto engine = resume_engine({2, 4}, false, nvme);
+    for (int step = 0; step < kSaved; ++step) resume_batch(engine, sampler, step);
+    engine.save_checkpoint(dir, "nvme");
+    for (int step = kSaved; step < kSaved + kMore; ++step) want.push_back(resume_batch(engine, sampler, step));
+  }
+  for (const std::string& where : {nvme, std::string()}) {
+    auto engine = resume_engine({1, 2}, /*perturbed=*/true, where);
+    ASSERT_TRUE(engine.load_checkpoint(dir, "nvme").has_value());
+    for (int i = 0; i < kMore; ++i) {
+      const double got = resume_batch(engine, sampler, kSaved + i);
+      EXPECT_LE(std::abs(got - want[size_t(i)]), 1e-5 * std::abs(want[size_t(i)]))
+          << (where.empty() ? "in memory" : "on NVMe") << " step " << kSaved + i << ": " << got << " vs " << want[size_t(i)];
     }
   }
 }
