@@ -15,7 +15,8 @@
 // (frozen) variance is exactly zero — a parameter that had no gradient in the warm-up, like the
 // embedding row of a token not seen yet — gets +-scale of noise as momentum, which DeepSpeed divides by
 // eps (an update of ~1e5 x lr) unless the user passed an exp_avg_mask. Here the momentum of such
-// elements is kept at zero after every compressed exchange: DeepSpeed's exp_avg_mask, derived.
+// elements is kept at zero after every compressed exchange: DeepSpeed's exp_avg_mask, derived. A
+// user's exp_avg_mask multiplies the momentum at the same points, as DeepSpeed's does.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,7 @@ struct CompressedGroup {
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
   float* exp_avg_sq_fresh = nullptr;  // OneBitLamb only
+  const float* exp_avg_mask = nullptr;  // the user's (ParamGroup::exp_avg_mask, 1 on padding) or null
   int64_t numel = 0;
   double lr = 1e-3, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 };

@@ -33,8 +33,9 @@ void OneBitAdam::step(std::span<const CompressedGroup> groups) {
       if (warm_up) {
         g.exp_avg[i] = momentum(g.exp_avg[i], g.grad[i], c);
         g.exp_avg_sq[i] = variance(g.exp_avg_sq[i], g.grad[i], c);
-      } else if (g.exp_avg_sq[i] == 0.0f) {
-        g.exp_avg[i] = 0.0f;  // no variance, no step (compressed_optimizer.h)
+      } else {
+        if (g.exp_avg_mask) g.exp_avg[i] *= g.exp_avg_mask[i];
+        if (g.exp_avg_sq[i] == 0.0f) g.exp_avg[i] = 0.0f;  // no variance, no step (compressed_optimizer.h)
       }
       g.param[i] = g.param[i] + c.neg_lr * adam_update(g.exp_avg[i], g.exp_avg_sq[i], g.param[i], c);
     }

@@ -161,6 +161,7 @@ void OneBitLamb::compressed_step(std::span<const CompressedGroup> groups) {
       float* p = g.param + s.offset;
       float* m = g.exp_avg + s.offset;
       const float* v = g.exp_avg_sq + s.offset;
+      const float* mask = g.exp_avg_mask ? g.exp_avg_mask + s.offset : nullptr;
       float* fresh = g.exp_avg_sq_fresh + s.offset;
       const float* last = last_momentum_.data() + at;
       double update_sq = 0.0, prelim_sq = 0.0;
@@ -168,6 +169,7 @@ void OneBitLamb::compressed_step(std::span<const CompressedGroup> groups) {
 #pragma omp parallel for schedule(static) reduction(+ : update_sq, prelim_sq) reduction(max : factor_f)
       for (int64_t i = 0; i < s.numel; ++i) {
         m[i] = v[i] == 0.0f ? 0.0f : m[i] / scale;  // no variance, no step
+        if (mask) m[i] *= mask[i];
         const float reconstructed = (m[i] - last[i] * c.beta1) / c.one_minus_beta1;
         fresh[i] = variance(fresh[i], reconstructed, c);
         const float denom = std::sqrt(v[i]) + c.eps;

@@ -42,6 +42,7 @@ void ZeroOneAdam::step(std::span<const CompressedGroup> groups) {
     for (int64_t i = 0; i < g.numel; ++i) {
       if (variance_step) g.exp_avg_sq[i] = variance(g.exp_avg_sq[i], g.grad[i], c);
       g.exp_avg[i] = momentum(g.exp_avg[i], g.grad[i], c);
+      if (!variance_step && g.exp_avg_mask) g.exp_avg[i] *= g.exp_avg_mask[i];
       if (!variance_step && g.exp_avg_sq[i] == 0.0f) g.exp_avg[i] = 0.0f;  // no variance, no step
       const float step = c.neg_lr * adam_update(g.exp_avg[i], g.exp_avg_sq[i], g.param[i], c);
       g.param[i] = g.param[i] + step;
@@ -92,6 +93,7 @@ void ZeroOneAdam::sync_local_steps(std::span<const CompressedGroup> groups) {
     const float lrs = float(lr_sum_[gi]);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < g.numel; ++i) {
+      if (g.exp_avg_mask) acc[i] *= g.exp_avg_mask[i];
       if (g.exp_avg_sq[i] == 0.0f) acc[i] = 0.0f;  // no variance, no step
       g.exp_avg[i] = 0.0f + -1.0f * (acc[i] / lrs);
       g.param[i] = anchor[i] + acc[i] / (std::sqrt(g.exp_avg_sq[i]) + c.eps);

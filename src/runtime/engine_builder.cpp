@@ -153,7 +153,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   }
   build_states(p, module, o);
   zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.topology->rank(), &p.data_parallel()};
-  for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay});
+  for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay, g.exp_avg_mask});
   p.optimizer = zero::make_flat_optimizer(opt, *p.ledger);
   build_schedule(p);
   p.scaler = precision::make_loss_scaler(c, p.zero.partitioned());

@@ -32,6 +32,24 @@ std::vector<std::string> state_names_for(OptimizerType t, const OptimizerParams&
 
 float* f32(const torch::Tensor& t) { return t.data_ptr<float>(); }
 
+// ParamGroup::exp_avg_mask laid over a flat group: the mask under each parameter, 1 on padding.
+torch::Tensor flat_exp_avg_mask(OptimizerType type, const FlatGroup& fg, const torch::Tensor& mask) {
+  if (!is_onebit(type))
+    throw ConfigError("optimizer.type", fmt::format("exp_avg_mask (param group {}) is read by the 1-bit optimizers only "
+                                                    "(OneBitAdam, ZeroOneAdam, OneBitLamb), not {}",
+                                                    fg.param_group, to_string(type)));
+  torch::Tensor flat = torch::ones({fg.padded_numel}, torch::kFloat32);
+  const torch::Tensor m = mask.detach().to(torch::kCPU, torch::kFloat32).contiguous().reshape({-1});
+  for (const auto& s : fg.slots) {
+    DS_CHECK(s.param_offset == 0 && m.numel() == s.numel, Error,
+             fmt::format("exp_avg_mask (param group {}): {} elements, but parameter {} has {}{}; a group's mask has "
+                         "the shape of each of its parameters (give a masked parameter a group of its own)",
+                         fg.param_group, m.numel(), s.name, s.numel, s.param_offset ? " (a partition's piece)" : ""));
+    flat.narrow(0, s.offset, s.numel).copy_(m);
+  }
+  return flat;
+}
+
 }  // namespace
 
 FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
@@ -60,6 +78,7 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
       const auto& o = overrides[fg.param_group];
       if (o.lr) g.hp.lr = *o.lr;
       if (o.weight_decay) g.hp.weight_decay = *o.weight_decay;
+      if (o.exp_avg_mask.defined()) g.exp_avg_mask = flat_exp_avg_mask(config.type, fg, o.exp_avg_mask);
     }
     DS_CHECK(!storage[i].defined() || storage[i].is_cpu() || tier == Tier::Cpu, NotSupported,
              "the flat optimizer kernels run on CPU tensors; accelerator master weights arrive with the CUDA build");
@@ -139,6 +158,7 @@ void FlatOptimizer::step_compressed(const std::vector<torch::Tensor>& grads) {
     v.exp_avg = f32(g.state.at("exp_avg"));
     v.exp_avg_sq = f32(g.state.at("exp_avg_sq"));
     if (auto it = g.state.find("exp_avg_sq_fresh"); it != g.state.end()) v.exp_avg_sq_fresh = f32(it->second);
+    if (g.exp_avg_mask.defined()) v.exp_avg_mask = f32(g.exp_avg_mask);
     v.numel = g.numel;
     v.lr = g.hp.lr;
     v.weight_decay = g.hp.weight_decay;

@@ -35,6 +35,7 @@ namespace ds::zero {
 struct GroupHyperparams {
   std::optional<double> lr;
   std::optional<double> weight_decay;
+  torch::Tensor exp_avg_mask;  // ParamGroup::exp_avg_mask (the 1-bit optimizers only)
 };
 
 // KernelCalls (config/zero_plan.h): how DeepSpeed calls its Adam kernel decides how beta^t is rounded
@@ -143,6 +144,7 @@ class FlatOptimizer {
     std::map<std::string, torch::Tensor> state;  // fp32 [padded_numel] each
     std::vector<std::pair<int64_t, int64_t>> segments;  // (offset, numel) per parameter
     int64_t numel = 0;                           // padded_numel of the span
+    torch::Tensor exp_avg_mask;                  // fp32 [padded_numel] (ParamGroup's), or undefined
   };
   struct SubGroup {  // one unit of the swapper: [offset, offset + numel) of group `group`
     size_t group;

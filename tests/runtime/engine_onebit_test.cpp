@@ -112,6 +112,71 @@ TEST(OneBit, PastTheWarmUpMomentaMoveCompressedAndReplicasAgree) {
   }
 }
 
+// ParamGroup::exp_avg_mask (DeepSpeed's param_group["exp_avg_mask"]): the rows of wpe it masks take
+// no step once the momenta move compressed (their group has no weight decay), while the rows it
+// keeps, and the same rows without a mask, do; it names the parameter or the optimizer it cannot serve.
+TEST(OneBit, ExpAvgMaskHoldsTheMaskedElements) {
+  const int world = comm::launcher_world_size();
+  if (world != 2) GTEST_SKIP() << "world 2 only";
+  const std::string wpe = "transformer.wpe.weight";
+  const std::vector<std::string> types{"OneBitAdam", "OneBitLamb", "ZeroOneAdam"};
+  const std::vector<std::string> params{R"(, "freeze_step": 3)", R"(, "freeze_step": 3)",
+                                        R"(, "var_freeze_step": 3, "var_update_scaler": 1, "local_step_scaler": 1)"};
+  for (size_t t = 0; t < types.size(); ++t)
+    for (bool masked : {true, false}) {
+      auto model = make_model("tiny");
+      std::vector<std::string> rest;
+      for (const auto& p : model->named_parameters())
+        if (p.key() != wpe) rest.push_back(p.key());
+      ParamGroup group{{wpe}, std::nullopt, 0.0};
+      const torch::Tensor w = model->named_parameters()[wpe];
+      if (masked) {
+        group.exp_avg_mask = torch::ones_like(w);
+        group.exp_avg_mask.narrow(0, 0, 4).zero_();  // positions 0-3: every sample reaches them
+      }
+      auto engine = initialize(model, load_config_text(onebit_config(types[t], params[t]), world, types[t]),
+                               std::vector<ParamGroup>{group, ParamGroup{rest, std::nullopt, std::nullopt}});
+      auto data = corpus();
+      models::BatchSampler sampler(data, kSeqLen, 7);
+      const int d = engine.topology().data().rank();
+      torch::Tensor at_freeze;
+      for (int step = 0; step < 8; ++step) {
+        if (step == 4) at_freeze = w.detach().clone();  // the first compressed step is step 4
+        for (int k = 0; k < kGas; ++k) {
+          auto b = batch_for(sampler, step, k, d, world);
+          engine.backward(engine.forward(b.inputs, b.targets));
+          engine.step();
+        }
+      }
+      const double held = (w.detach().narrow(0, 0, 4) - at_freeze.narrow(0, 0, 4)).abs().max().item<double>();
+      const double kept = (w.detach().narrow(0, 4, 4) - at_freeze.narrow(0, 4, 4)).abs().max().item<double>();
+      EXPECT_GT(kept, 0.0) << types[t] << ": unmasked rows move";
+      if (masked) EXPECT_EQ(held, 0.0) << types[t] << ": masked rows take no compressed step";
+      else EXPECT_GT(held, 0.0) << types[t] << ": without the mask the same rows move";
+    }
+  // A mask of another shape names the parameter; another optimizer names optimizer.type.
+  auto bad_shape = [&](const std::string& type) {
+    auto model = make_model("tiny");
+    std::vector<std::string> rest;
+    for (const auto& p : model->named_parameters())
+      if (p.key() != wpe) rest.push_back(p.key());
+    ParamGroup group{{wpe}, std::nullopt, std::nullopt, torch::ones({3})};
+    try {
+      initialize(model, load_config_text(onebit_config(type, type == "OneBitAdam" ? R"(, "freeze_step": 3)" : ""), world, type),
+                 std::vector<ParamGroup>{group, ParamGroup{rest, std::nullopt, std::nullopt}});
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string shape = bad_shape("OneBitAdam");
+  EXPECT_NE(shape.find("exp_avg_mask"), std::string::npos) << shape;
+  EXPECT_NE(shape.find(wpe), std::string::npos) << shape;
+  const std::string adam = bad_shape("AdamW");
+  EXPECT_NE(adam.find("optimizer.type"), std::string::npos) << adam;
+  EXPECT_NE(adam.find("exp_avg_mask"), std::string::npos) << adam;
+}
+
 TEST(OneBit, CheckpointResumesTheCompressedPhase) {
   const int world = comm::launcher_world_size();
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("ds_onebit_ckpt_w{}", world);
