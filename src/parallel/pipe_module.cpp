@@ -45,20 +45,46 @@ PipelineModule::PipelineModule(std::shared_ptr<torch::nn::Module> model, const n
                                std::shared_ptr<Topology> topology, PipelineModuleOptions options)
     : model_(std::move(model)), layers_(&layers), topology_(std::move(topology)), options_(std::move(options)) {
   DS_CHECK(model_ && topology_, Error, "PipelineModule: model and topology are required");
-  stage_ = topology_->coords()[0];
-  const int stages = topology_->shape().pipe;
-  if (int(layers.size()) < stages)
-    throw ConfigError("pipeline.stages", fmt::format("{} stages for a model of {} layers: every stage needs at least "
-                                                     "one layer", stages, layers.size()));
   const auto params = model_->named_parameters(/*recurse=*/true);
-  std::vector<PartitionItem> items;
+  for (const auto& p : params)
+    if (p.value().requires_grad()) trainable_names_.insert(p.key());
+  std::vector<int64_t> trainable;
   for (const auto& layer : layers) {
     int64_t n = 0;
     for (const auto& name : layer.param_names)
       if (const auto* p = params.find(name); p != nullptr && p->requires_grad()) n += p->numel();
-    layer_params_.push_back(n);
-    items.push_back({layer.name, n});
+    trainable.push_back(n);
   }
+  partition(std::move(trainable));
+  take_stage();
+}
+
+PipelineModule::PipelineModule(const std::vector<LayerSpec>& specs, std::shared_ptr<Topology> topology,
+                               PipelineModuleOptions options)
+    : topology_(std::move(topology)), options_(std::move(options)) {
+  DS_CHECK(topology_ != nullptr, Error, "PipelineModule: a topology is required");
+  check_layer_specs(specs);
+  SpecCensus census = take_census(specs, options_.seeds);
+  trainable_names_ = std::move(census.trainable_names);
+  layers_ = &spec_layers_;
+  spec_layers_ = build_layers(specs, census, 0, 0, options_.seeds).layers;  // names only, for the partition
+  partition(census.trainable);
+  BuiltLayers built = build_layers(specs, census, parts_[size_t(stage_)], parts_[size_t(stage_) + 1], options_.seeds);
+  model_ = std::move(built.model);
+  spec_layers_ = std::move(built.layers);
+  take_stage();
+}
+
+void PipelineModule::partition(std::vector<int64_t> layer_trainable) {
+  stage_ = topology_->coords()[0];
+  const int stages = topology_->shape().pipe;
+  const nn::LayerList& layers = *layers_;
+  if (int(layers.size()) < stages)
+    throw ConfigError("pipeline.stages", fmt::format("{} stages for a model of {} layers: every stage needs at least "
+                                                     "one layer", stages, layers.size()));
+  layer_params_ = std::move(layer_trainable);
+  std::vector<PartitionItem> items;
+  for (size_t i = 0; i < layers.size(); ++i) items.push_back({layers[i].name, layer_params_[i]});
   parts_ = partition_layers(options_.partition_method, items, stages);
   for (int s = 0; s < stages; ++s)
     if (parts_[size_t(s)] == parts_[size_t(s) + 1])
@@ -73,6 +99,10 @@ PipelineModule::PipelineModule(std::shared_ptr<torch::nn::Module> model, const n
                                     "partition by \"parameters\" (counts trainable ones) or use fewer stages",
                                     options_.partition_method, s, stages, describe_partition()));
   }
+}
+
+void PipelineModule::take_stage() {
+  const nn::LayerList& layers = *layers_;
   std::unordered_set<std::string> seen;
   for (int i = parts_[size_t(stage_)]; i < parts_[size_t(stage_) + 1]; ++i) {
     stage_layers_.add(layers[size_t(i)]);
@@ -184,7 +214,7 @@ void PipelineModule::find_tied_parameters() {
     }
     // A frozen one (LoRA's base embedding) stays equal by itself: no gradient to sum, no optimizer
     // copy to leave out of a checkpoint.
-    if (params[name].requires_grad()) tied_.push_back(std::move(t));
+    if (trainable_names_.count(name)) tied_.push_back(std::move(t));
   }
 }
 

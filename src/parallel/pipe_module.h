@@ -14,10 +14,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "nn/layer_list.h"
+#include "parallel/layer_spec.h"
 #include "parallel/topology.h"
 
 namespace ds::parallel {
@@ -32,6 +34,8 @@ struct PipelineModuleOptions {
   // > 0: the stage's layers run as activation-checkpointed segments of at most this many layers
   // (DeepSpeed's activation_checkpoint_interval; the segments are balanced, each input saved once).
   int activation_checkpoint_interval = 0;
+  // The LayerSpec constructor's seed_layers / base_seed (layer_spec.h).
+  LayerSeeds seeds;
 };
 
 // A trainable parameter several stages hold copies of (frozen ones are made equal at construction
@@ -51,6 +55,11 @@ class PipelineModule : public torch::nn::Module {
   // layers than stages, `pipeline.partition` for a bad method.
   PipelineModule(std::shared_ptr<torch::nn::Module> model, const nn::LayerList& layers,
                  std::shared_ptr<Topology> topology, PipelineModuleOptions options = {});
+  // From layer specs (DeepSpeed's PipelineModule(layers=[LayerSpec(...), ...])): this rank builds
+  // only its stage's layers; model() holds just those. The same errors, and ConfigError naming
+  // `pipeline.layers` for a bad spec (check_layer_specs).
+  PipelineModule(const std::vector<LayerSpec>& specs, std::shared_ptr<Topology> topology,
+                 PipelineModuleOptions options = {});
 
   int num_stages() const noexcept { return int(parts_.size()) - 1; }
   int stage_id() const noexcept { return stage_; }
@@ -59,8 +68,8 @@ class PipelineModule : public torch::nn::Module {
   // DeepSpeed's `parts`: stage s runs layers [parts[s], parts[s + 1]).
   const std::vector<int>& parts() const noexcept { return parts_; }
   const Topology& topology() const noexcept { return *topology_; }
-  // The whole model the stage was cut from (its other stages' parameters released): what Ulysses
-  // is enabled on, since its attention code is the model's.
+  // The whole model the stage was cut from (its other stages' parameters released; from specs, the
+  // stage's layers only): what Ulysses is enabled on, since its attention code is the model's.
   torch::nn::Module& model() noexcept { return *model_; }
   std::shared_ptr<Topology> shared_topology() const noexcept { return topology_; }
 
@@ -80,6 +89,10 @@ class PipelineModule : public torch::nn::Module {
   std::string describe_partition() const;
 
  private:
+  // The cut of every layer's trainable elements into stages (parts_), checked.
+  void partition(std::vector<int64_t> layer_trainable);
+  // This stage's layers, modules and tied parameters, once model_ and layers_ are set.
+  void take_stage();
   void register_stage_modules();
   void find_tied_parameters();
   void release_other_stages();
@@ -91,6 +104,8 @@ class PipelineModule : public torch::nn::Module {
   int stage_ = 0;
   std::vector<int> parts_;
   std::vector<int64_t> layer_params_;  // per layer of the whole model
+  std::unordered_set<std::string> trainable_names_;  // of the whole model
+  nn::LayerList spec_layers_;          // from specs: every layer (layers_ points here)
   std::vector<std::string> names_;
   std::vector<TiedParameter> tied_;
   nn::LayerList stage_layers_;

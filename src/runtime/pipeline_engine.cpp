@@ -196,16 +196,31 @@ void PipelineEngine::annotate_gradients(precision::GradientSpans& grads) {
       if (t.group && !t.counts_in_norm && piece.name == t.name) piece.pipe_copy = true;
 }
 
+namespace {
+
+std::shared_ptr<parallel::Topology> pipeline_topology(const Config& config, parallel::PipelineModuleOptions& options) {
+  const ParallelSizes& n = config.parallel_sizes;
+  if (options.activation_checkpoint_interval == 0)  // the config's, as DeepSpeed's engine applies it
+    options.activation_checkpoint_interval = n.pipeline_activation_checkpoint_interval;
+  return std::make_shared<parallel::Topology>(comm::make_communicator(comm::Backend::Auto),
+                                              parallel::TopologySizes{n.pipeline_stages, n.autotp_size,
+                                                                      n.sequence_parallel_size});
+}
+
+}  // namespace
+
 PipelineEngine make_pipeline_engine(std::shared_ptr<torch::nn::Module> model, const nn::LayerList* layers, Config config,
                                     parallel::PipelineModuleOptions options) {
   DS_CHECK(layers != nullptr, Error, "initialize_pipeline: the model exposes no LayerList (layers()) to cut into stages");
-  const ParallelSizes& n = config.parallel_sizes;
-  auto topology = std::make_shared<parallel::Topology>(
-      comm::make_communicator(comm::Backend::Auto),
-      parallel::TopologySizes{n.pipeline_stages, n.autotp_size, n.sequence_parallel_size});
-  if (options.activation_checkpoint_interval == 0)  // the config's, as DeepSpeed's engine applies it
-    options.activation_checkpoint_interval = n.pipeline_activation_checkpoint_interval;
+  auto topology = pipeline_topology(config, options);
   auto stage = std::make_shared<parallel::PipelineModule>(std::move(model), *layers, topology, std::move(options));
+  return PipelineEngine(std::move(stage), std::move(config));
+}
+
+PipelineEngine initialize_pipeline(const std::vector<parallel::LayerSpec>& specs, Config config,
+                                   parallel::PipelineModuleOptions options) {
+  auto topology = pipeline_topology(config, options);
+  auto stage = std::make_shared<parallel::PipelineModule>(specs, topology, std::move(options));
   return PipelineEngine(std::move(stage), std::move(config));
 }
 

@@ -92,4 +92,9 @@ PipelineEngine initialize_pipeline(std::shared_ptr<M> model, Config config, para
   return make_pipeline_engine(model, layer_list_of(*model), std::move(config), std::move(options));
 }
 
+// From layer specs (DeepSpeed's PipelineModule(layers=[LayerSpec(...)])): each rank builds only its
+// stage's layers (parallel/layer_spec.h).
+PipelineEngine initialize_pipeline(const std::vector<parallel::LayerSpec>& specs, Config config,
+                                   parallel::PipelineModuleOptions options = {});
+
 }  // namespace ds
