@@ -30,7 +30,7 @@ struct LayerSpec {
   // stage that runs any of them (by the first such layer's build) and registered as
   // "tied_modules.<key>"; stages holding it keep its copies equal (PipelineModule's tied
   // parameters). Empty: not tied.
-  std::string tied_key;
+  std::string tied_key{};
 };
 
 // DeepSpeed's PipelineModule(seed_layers, base_seed): with seed_layers each layer is built right

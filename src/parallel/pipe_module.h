@@ -35,7 +35,7 @@ struct PipelineModuleOptions {
   // (DeepSpeed's activation_checkpoint_interval; the segments are balanced, each input saved once).
   int activation_checkpoint_interval = 0;
   // The LayerSpec constructor's seed_layers / base_seed (layer_spec.h).
-  LayerSeeds seeds;
+  LayerSeeds seeds{};
 };
 
 // A trainable parameter several stages hold copies of (frozen ones are made equal at construction

@@ -19,7 +19,7 @@ struct ParamGroup {
   // param_group["exp_avg_mask"]): after every compressed exchange each parameter's momentum is
   // multiplied by it, so masked elements (a position embedding's rows the data never reaches) take
   // no step. The shape of every parameter of the group; undefined: none.
-  at::Tensor exp_avg_mask;
+  at::Tensor exp_avg_mask{};
 };
 
 }  // namespace ds

@@ -35,7 +35,7 @@ namespace ds::zero {
 struct GroupHyperparams {
   std::optional<double> lr;
   std::optional<double> weight_decay;
-  torch::Tensor exp_avg_mask;  // ParamGroup::exp_avg_mask (the 1-bit optimizers only)
+  torch::Tensor exp_avg_mask{};  // ParamGroup::exp_avg_mask (the 1-bit optimizers only)
 };
 
 // KernelCalls (config/zero_plan.h): how DeepSpeed calls its Adam kernel decides how beta^t is rounded

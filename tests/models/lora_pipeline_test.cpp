@@ -198,8 +198,9 @@ void expect_resumes(Cut from, const std::vector<Cut>& to, const std::string& dir
   for (const Cut& c : to) {
     auto engine = make_engine(c.stages, c.gas, 0, /*perturbed=*/true);
     ASSERT_TRUE(engine.load_checkpoint(dir, "lora").has_value());
-    if (engine.is_last_stage())
+    if (engine.is_last_stage()) {
       EXPECT_TRUE(torch::equal(buffer_of(engine.pipeline_module()), torch::full({3}, 7.0))) << "PP " << c.stages;
+    }
     for (int i = 0; i < kMore; ++i) {
       const double got = train_step(engine, kSaved + i);
       EXPECT_LE(std::abs(got - want[size_t(i)]), 1e-5 * std::abs(want[size_t(i)]))
