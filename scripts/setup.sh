@@ -28,6 +28,7 @@ PACKAGES=(
   libprotobuf-dev                     # (with libtorch-dev) tests load it beside the SentencePiece plugin
   nodejs                              # test-only references from npm (tests/data/npm_setup.sh)
   libcpp-httplib-dev curl             # ds-serve's HTTP server (cpp-httplib); curl drives it in tests/inference
+  nftables                            # tests/multihost: 1% packet loss where the kernel has no netem
 )
 
 missing=()

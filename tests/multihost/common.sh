@@ -12,7 +12,7 @@ if ! why=$("$HOSTS" check 2>&1); then
   exit 77
 fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
-cleanup() { "$HOSTS" down >/dev/null 2>&1; rm -rf "$WORK"; }
+cleanup() { nft delete table netdev ds_loss 2>/dev/null; "$HOSTS" down >/dev/null 2>&1; rm -rf "$WORK"; }
 trap cleanup EXIT
 "$HOSTS" up "$N" || fail "testhosts up $N"
 OPTS=$(cat "$DS_TESTHOSTS_DIR/mpirun_options")
