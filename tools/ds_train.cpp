@@ -184,14 +184,20 @@ int run(int argc, char** argv) {
   ds::install_stop_signal_handlers();
   torch::manual_seed(opt.seed);
   ds::offload::enable_huge_pages_for_cpu_tensors();  // before the model: its weights are large tensors too
-  auto model = ds::models::GPT2(model_cfg);
   Run r{opt, model_cfg, seq, data, sampler, ds::tools::bf16_suggestion(config, ds::detect_cpu_isa().avx512bf16)};
   if (pipeline) {
-    auto* m = model.get();  // the model's own loss: under Ulysses the sequence group's token mean
-    auto loss = [m](const torch::Tensor& logits, const torch::Tensor& targets) { return m->loss(logits, targets); };
-    auto engine = ds::initialize_pipeline(model.ptr(), std::move(config), {"parameters", loss});
+    // Each rank builds only its stage's layers (the values the whole model's would have).
+    auto built = std::make_shared<std::shared_ptr<ds::models::GPT2Impl>>();
+    auto build = [&model_cfg, built](const ds::nn::LayerSelection& selection) {
+      *built = std::make_shared<ds::models::GPT2Impl>(model_cfg, selection);
+      return ds::parallel::BuiltModel{*built, &(*built)->layers()};
+    };
+    // The model's own loss: under Ulysses the sequence group's token mean.
+    auto loss = [built](const torch::Tensor& logits, const torch::Tensor& targets) { return (*built)->loss(logits, targets); };
+    auto engine = ds::initialize_pipeline(build, std::move(config), {"parameters", loss});
     return train(engine, r);
   }
+  auto model = ds::models::GPT2(model_cfg);
   auto engine = ds::initialize(model, std::move(config));
   return train(engine, r);
 }

@@ -43,7 +43,7 @@ struct EngineStates {
   // copies on other stages are `pipeline_copies`) and read back by every stage that holds it, so the
   // checkpoint is the same as a data-parallel one and loads at any number of stages, or none.
   bool pipeline = false;
-  std::vector<std::string> pipeline_copies;
+  std::vector<std::string> pipeline_copies{};
   // Pipeline stages, on the ranks of world rank 0's pipe group only (one rank of each stage): the
   // group save_16bit_model collects the stages' tensors over. Null elsewhere.
   comm::Communicator* stage_leaders = nullptr;

@@ -13,6 +13,7 @@
 
 #include "models/sequence_layout.h"
 #include "nn/layer_list.h"
+#include "nn/placeholder.h"
 #include "parallel/ulysses.h"
 #include "parallel/vocab_parallel.h"
 

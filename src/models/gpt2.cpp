@@ -114,20 +114,25 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
   return h + mlp(nn::layer_norm(ln_2, h));
 }
 
-GPT2TransformerImpl::GPT2TransformerImpl(const GPT2Config& config) {
+GPT2TransformerImpl::GPT2TransformerImpl(const GPT2Config& config, const nn::LayerSelection& selection) {
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(config.n_positions, config.n_embd));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.n_layer; ++i) h->push_back(Block(config.n_embd, config.n_head));
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    Block block(config.n_embd, config.n_head);
+    if (!selection.keeps(size_t(i) + 1)) nn::make_placeholders(*block);  // one block alive at a time
+    h->push_back(block);
+  }
   ln_f = register_module("ln_f", make_layer_norm(config.n_embd));
 }
 
-GPT2Impl::GPT2Impl(GPT2Config config) : config_(config) {
+GPT2Impl::GPT2Impl(GPT2Config config, const nn::LayerSelection& selection) : config_(config) {
   config_.validate();
-  transformer = register_module("transformer", GPT2Transformer(config_));
+  transformer = register_module("transformer", GPT2Transformer(config_, selection));
   for (size_t i = 0; i < transformer->h->size(); ++i) transformer->h->ptr<BlockImpl>(i)->attn->sequence = sp_slot_;
   init_weights();
   build_layers();
+  nn::keep_selected_layers(*this, layers_, selection);
 }
 
 void GPT2Impl::init_weights() {
@@ -145,13 +150,13 @@ void GPT2Impl::init_weights() {
     };
     const bool is_layer_norm = name.find(".ln_") != std::string::npos;
     if (ends_with(".bias")) {
-      p.zero_();
+      nn::init_fill_(p, 0.0);
     } else if (is_layer_norm) {
-      p.fill_(1.0);
+      nn::init_fill_(p, 1.0);
     } else if (ends_with("c_proj.weight")) {
-      p.normal_(0.0, residual_std);
+      nn::init_normal_(p, 0.0, residual_std);
     } else {
-      p.normal_(0.0, kInitStd);  // wte, wpe, c_attn, c_fc
+      nn::init_normal_(p, 0.0, kInitStd);  // wte, wpe, c_attn, c_fc
     }
   }
 }

@@ -62,7 +62,8 @@ TORCH_MODULE(Block);
 // forward of its own: GPT2Impl's LayerList sequences these pieces.
 class GPT2TransformerImpl : public torch::nn::Module {
  public:
-  explicit GPT2TransformerImpl(const GPT2Config& config);
+  // The blocks `selection` leaves out (LayerList index i + 1) hold placeholders (nn/placeholder.h).
+  explicit GPT2TransformerImpl(const GPT2Config& config, const ds::nn::LayerSelection& selection = {});
 
   torch::nn::Embedding wte{nullptr};  // [V, C], also the output projection (tied)
   torch::nn::Embedding wpe{nullptr};  // [P, C]
@@ -76,8 +77,11 @@ TORCH_MODULE(GPT2Transformer);
 class GPT2Impl : public CausalLM {
  public:
   // Validates the config (ds::ConfigError) and initialises weights GPT-2 style from torch's
-  // global generator: call torch::manual_seed(s) first for a deterministic model.
-  explicit GPT2Impl(GPT2Config config);
+  // global generator: call torch::manual_seed(s) first for a deterministic model. With a
+  // `selection` (a pipeline stage's layers) only those layers are materialised, the others' tensors
+  // are placeholders and their layers throw when run; the selected ones get the values the whole
+  // model's would (the generator draws for the others too).
+  explicit GPT2Impl(GPT2Config config, const ds::nn::LayerSelection& selection = {});
 
   // idx int64 [B,T], T ≤ n_positions → logits [B,T,V] in the parameters' dtype.
   // Runs layers().forward(idx): one code path for the plain and the layer-walking engines.

@@ -86,18 +86,23 @@ torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, RotaryEmbed
   return h + mlp(post_attention_layernorm(h));
 }
 
-LlamaModelImpl::LlamaModelImpl(const LlamaConfig& c) {
+LlamaModelImpl::LlamaModelImpl(const LlamaConfig& c, const nn::LayerSelection& selection) {
   auto opts = torch::nn::EmbeddingOptions(c.vocab_size, c.hidden_size);
   if (auto pad = padding_row(c.pad_token_id, c.vocab_size)) opts.padding_idx(*pad);
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(opts));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(LlamaDecoderLayer(c, i));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    LlamaDecoderLayer layer(c, i);
+    if (!selection.keeps(size_t(i) + 1)) nn::make_placeholders(*layer);  // one layer alive at a time
+    layers->push_back(layer);
+  }
   norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
 }
 
-LlamaImpl::LlamaImpl(LlamaConfig config, bool random_init) : config_(std::move(config)) {
+LlamaImpl::LlamaImpl(LlamaConfig config, bool random_init, const nn::LayerSelection& selection)
+    : config_(std::move(config)) {
   config_.validate();
-  model = register_module("model", LlamaModel(config_));
+  model = register_module("model", LlamaModel(config_, selection));
   if (!config_.tie_word_embeddings)
     lm_head = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size, false));
   rope_ = std::make_shared<RotaryEmbedding>(config_.head_dim, config_.rope_theta, config_.rope_scaling,
@@ -106,6 +111,7 @@ LlamaImpl::LlamaImpl(LlamaConfig config, bool random_init) : config_(std::move(c
     model->layers->ptr<LlamaDecoderLayerImpl>(i)->self_attn->sequence = sp_slot_;
   if (random_init) init_weights();
   build_layers();
+  nn::keep_selected_layers(*this, layers_, selection);
 }
 
 void LlamaImpl::init_weights() {
@@ -113,9 +119,9 @@ void LlamaImpl::init_weights() {
   for (auto& item : named_parameters(/*recurse=*/true)) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
-    if (name.ends_with(".bias")) p.zero_();
-    else if (name.ends_with("norm.weight")) p.fill_(1.0);
-    else p.normal_(0.0, config_.initializer_range);
+    if (name.ends_with(".bias")) nn::init_fill_(p, 0.0);
+    else if (name.ends_with("norm.weight")) nn::init_fill_(p, 1.0);
+    else nn::init_normal_(p, 0.0, config_.initializer_range);
   }
   if (auto pad = padding_row(config_.pad_token_id, config_.vocab_size)) model->embed_tokens->weight[*pad].zero_();
 }

@@ -76,7 +76,7 @@ TORCH_MODULE(LlamaDecoderLayer);
 // HF's "model" submodule; no forward of its own (LlamaImpl's LayerList sequences the pieces).
 class LlamaModelImpl : public torch::nn::Module {
  public:
-  explicit LlamaModelImpl(const LlamaConfig& c);
+  explicit LlamaModelImpl(const LlamaConfig& c, const ds::nn::LayerSelection& selection = {});
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of LlamaDecoderLayer
@@ -89,8 +89,8 @@ class LlamaImpl : public CausalLM {
   // Validates the config and initialises as HF does (Linear and Embedding N(0, initializer_range),
   // biases 0, pad row 0, norms 1) from torch's global generator: torch::manual_seed first.
   // random_init false skips HF's init (LibTorch's module defaults stay): for from_pretrained,
-  // which overwrites every weight.
-  explicit LlamaImpl(LlamaConfig config, bool random_init = true);
+  // which overwrites every weight. `selection`: only those layers materialised (as GPT2Impl's).
+  explicit LlamaImpl(LlamaConfig config, bool random_init = true, const ds::nn::LayerSelection& selection = {});
 
   using CausalLM::forward;
   // idx int64 [B,T] (no length limit: rotary positions extrapolate) → logits [B,T,V].

@@ -54,7 +54,7 @@ torch::Tensor OPTDecoderLayerImpl::forward(const torch::Tensor& x, const torch::
   return pre_ln_ ? out : nn::layer_norm(final_layer_norm, out);
 }
 
-OPTDecoderImpl::OPTDecoderImpl(const OPTConfig& c) {
+OPTDecoderImpl::OPTDecoderImpl(const OPTConfig& c, const nn::LayerSelection& selection) {
   auto opts = torch::nn::EmbeddingOptions(c.vocab_size, c.word_embed_proj_dim);
   if (auto pad = padding_row(c.pad_token_id, c.vocab_size)) opts.padding_idx(*pad);
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(opts));
@@ -66,18 +66,26 @@ OPTDecoderImpl::OPTDecoderImpl(const OPTConfig& c) {
   }
   if (c.has_final_layer_norm()) final_layer_norm = register_module("final_layer_norm", layer_norm(c));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(OPTDecoderLayer(c));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    OPTDecoderLayer layer(c);
+    if (!selection.keeps(size_t(i) + 1)) nn::make_placeholders(*layer);  // one layer alive at a time
+    layers->push_back(layer);
+  }
 }
 
-OPTModelImpl::OPTModelImpl(const OPTConfig& c) { decoder = register_module("decoder", OPTDecoder(c)); }
+OPTModelImpl::OPTModelImpl(const OPTConfig& c, const nn::LayerSelection& selection) {
+  decoder = register_module("decoder", OPTDecoder(c, selection));
+}
 
-OPTImpl::OPTImpl(OPTConfig config, bool random_init) : config_(std::move(config)) {
+OPTImpl::OPTImpl(OPTConfig config, bool random_init, const nn::LayerSelection& selection)
+    : config_(std::move(config)) {
   config_.validate();
-  model = register_module("model", OPTModel(config_));
+  model = register_module("model", OPTModel(config_, selection));
   if (!config_.tie_word_embeddings)
     lm_head = register_module("lm_head", linear(config_.word_embed_proj_dim, config_.vocab_size, false));
   if (random_init) init_weights();
   build_layers();
+  nn::keep_selected_layers(*this, layers_, selection);
 }
 
 void OPTImpl::init_weights() {
@@ -86,9 +94,9 @@ void OPTImpl::init_weights() {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
     const bool norm = name.find("layer_norm.") != std::string::npos;
-    if (name.ends_with(".bias")) p.zero_();
-    else if (norm) p.fill_(1.0);
-    else p.normal_(0.0, config_.init_std);
+    if (name.ends_with(".bias")) nn::init_fill_(p, 0.0);
+    else if (norm) nn::init_fill_(p, 1.0);
+    else nn::init_normal_(p, 0.0, config_.init_std);
   }
   if (auto pad = padding_row(config_.pad_token_id, config_.vocab_size))
     model->decoder->embed_tokens->weight[*pad].zero_();

@@ -50,7 +50,7 @@ TORCH_MODULE(OPTDecoderLayer);
 // project_in, final_layer_norm, layers). Optional pieces are null when the config has none.
 class OPTDecoderImpl : public torch::nn::Module {
  public:
-  explicit OPTDecoderImpl(const OPTConfig& c);
+  explicit OPTDecoderImpl(const OPTConfig& c, const ds::nn::LayerSelection& selection = {});
 
   torch::nn::Embedding embed_tokens{nullptr};     // [V, word_embed_proj_dim]
   torch::nn::Embedding embed_positions{nullptr};  // [max_position_embeddings + 2, C]
@@ -62,7 +62,7 @@ TORCH_MODULE(OPTDecoder);
 
 class OPTModelImpl : public torch::nn::Module {  // HF's "model": just the decoder
  public:
-  explicit OPTModelImpl(const OPTConfig& c);
+  explicit OPTModelImpl(const OPTConfig& c, const ds::nn::LayerSelection& selection = {});
   OPTDecoder decoder{nullptr};
 };
 TORCH_MODULE(OPTModel);
@@ -71,8 +71,8 @@ class OPTImpl : public CausalLM {
  public:
   // Validates and initialises as HF does (N(0, init_std), biases 0, pad row 0, LayerNorm (1, 0)).
   // random_init false skips HF's init (LibTorch's module defaults stay): for from_pretrained,
-  // which overwrites every weight.
-  explicit OPTImpl(OPTConfig config, bool random_init = true);
+  // which overwrites every weight. `selection`: only those layers materialised (as GPT2Impl's).
+  explicit OPTImpl(OPTConfig config, bool random_init = true, const ds::nn::LayerSelection& selection = {});
 
   using CausalLM::forward;
   // idx int64 [B,T], T ≤ max_position_embeddings → logits [B,T,V].

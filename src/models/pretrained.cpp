@@ -50,26 +50,30 @@ nlohmann::json read_hf_config(const std::string& dir) {
   return j;
 }
 
-std::shared_ptr<CausalLM> from_config(const nlohmann::json& config, const std::string& source, bool init_weights) {
+std::shared_ptr<CausalLM> from_config(const nlohmann::json& config, const std::string& source, bool init_weights,
+                                      const nn::LayerSelection& selection) {
   if (!config.is_object()) throw ConfigError("", source + ": must be a JSON object");
   DS_CHECK(config.contains("model_type") && config["model_type"].is_string(), NotSupported,
            source + ": no \"model_type\" (supported: " + joined(supported_model_types()) + ")");
   const std::string type = config["model_type"].get<std::string>();
   if (type == "gpt2") {
     GPT2Config c = config_from_hf_json(config);
-    return std::make_shared<GPT2Impl>(c);
+    return std::make_shared<GPT2Impl>(c, selection);
   }
   if (type == "llama" || type == "mistral" || type == "qwen2")
-    return std::make_shared<LlamaImpl>(LlamaConfig::from_hf_json(config, source), init_weights);
-  if (type == "opt") return std::make_shared<OPTImpl>(OPTConfig::from_hf_json(config, source), init_weights);
+    return std::make_shared<LlamaImpl>(LlamaConfig::from_hf_json(config, source), init_weights, selection);
+  if (type == "opt") return std::make_shared<OPTImpl>(OPTConfig::from_hf_json(config, source), init_weights, selection);
   throw NotSupported(source + ": model_type \"" + type + "\" is not supported (supported: " +
                      joined(supported_model_types()) + ")");
 }
 
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, const PretrainedOptions& options) {
   const auto config = read_hf_config(dir);
-  auto model = from_config(config, (fs::path(dir) / "config.json").string(), /*init_weights=*/false);
-  if (options.dtype != torch::kFloat32) model->to(options.dtype);
+  auto model = from_config(config, (fs::path(dir) / "config.json").string(), /*init_weights=*/false, options.selection);
+  if (options.dtype != torch::kFloat32) {
+    if (options.selection.all()) model->to(options.dtype);
+    else nn::to_dtype(*model, options.dtype);  // Module::to would fill the placeholders in
+  }
   load_pretrained_weights(*model, dir);
   return model;
 }
@@ -100,6 +104,7 @@ void load_pretrained_weights(CausalLM& model, const std::string& path) {
                          "weights disagree)",
                          files.file_of(name), name, shape_str(info.shape), model.model_type(), ours,
                          shape_str(expect), transposed ? " (HF Conv1D layout)" : ""));
+    if (nn::is_placeholder(p)) continue;  // another pipeline stage's: not read here
     auto t = files.read(name, p.scalar_type());
     p.copy_(transposed ? t.t() : t);
   }

@@ -19,6 +19,9 @@ struct PretrainedOptions {
   // The parameters' dtype after loading (file tensors are converted; fp32 is what training wants:
   // the engine makes its own 16-bit copies).
   torch::ScalarType dtype = torch::kFloat32;
+  // Only these layers built and read (a pipeline stage's: nn/placeholder.h); the others' tensors are
+  // placeholders, checked against the files' shapes but not read.
+  nn::LayerSelection selection{};
 };
 
 struct SaveOptions {
@@ -36,14 +39,14 @@ nlohmann::json read_hf_config(const std::string& dir);
 // model_type names. ds::NotSupported naming an unknown or missing model_type and the supported
 // ones; ds::ConfigError naming a missing or bad field. `source` names the file in messages.
 std::shared_ptr<CausalLM> from_config(const nlohmann::json& config, const std::string& source = "config.json",
-                                      bool init_weights = true);
+                                      bool init_weights = true, const nn::LayerSelection& selection = {});
 
 // from_config(read_hf_config(dir)) with the weights of `dir` loaded (see load_pretrained_weights).
 std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, const PretrainedOptions& options = {});
 
 // Loads every parameter of `model` from `path` (a folder, a .safetensors file or an index), by HF
 // name, with or without the base-model prefix ("model." / "transformer."), converting dtypes and
-// undoing HF-side transposes. ds::IoError naming the tensor and the file when one is missing or has
+// undoing HF-side transposes (a placeholder parameter: only its name and shape checked). ds::IoError naming the tensor and the file when one is missing or has
 // the wrong shape (both shapes named). Tensors the model does not use are ignored with one warning
 // (tied lm_head.weight and rotary inv_freq buffers silently).
 void load_pretrained_weights(CausalLM& model, const std::string& path);

@@ -32,6 +32,14 @@ void LayerList::add(Layer layer) {
   layers_.push_back(std::move(layer));
 }
 
+void LayerList::replace_forward(std::size_t i, std::function<torch::Tensor(const torch::Tensor&)> forward) {
+  DS_CHECK(i < layers_.size(), Error,
+           "LayerList::replace_forward: layer " + std::to_string(i) + " of " + std::to_string(layers_.size()));
+  DS_CHECK(static_cast<bool>(forward), Error, "LayerList::replace_forward: no forward function for layer \"" +
+                                                  layers_[i].name + "\"");
+  layers_[i].forward = std::move(forward);
+}
+
 void LayerList::add(std::string name, std::function<torch::Tensor(const torch::Tensor&)> forward,
                     std::vector<std::string> param_names) {
   add(Layer{std::move(name), std::move(forward), std::move(param_names)});

@@ -71,6 +71,9 @@ class LayerList {
   void add(Layer layer);
   void add(std::string name, std::function<torch::Tensor(const torch::Tensor&)> forward,
            std::vector<std::string> param_names);
+  // Replaces layer i's forward (a layer a process does not hold throws instead: nn/placeholder.h).
+  // Throws ds::Error for an index out of range or a missing forward.
+  void replace_forward(std::size_t i, std::function<torch::Tensor(const torch::Tensor&)> forward);
 
   std::size_t size() const noexcept { return layers_.size(); }
   bool empty() const noexcept { return layers_.empty(); }

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,24 +42,76 @@ std::vector<std::string> split_path(const std::string& path) {
   }
 }
 
+// Puts torch's global CPU generator back as it was when constructed.
+class CpuGeneratorRestore {
+ public:
+  CpuGeneratorRestore() : gen_(at::detail::getDefaultCPUGenerator()) {
+    std::lock_guard<std::mutex> lock(gen_.mutex());
+    state_ = gen_.get_state();
+  }
+  ~CpuGeneratorRestore() {
+    std::lock_guard<std::mutex> lock(gen_.mutex());
+    gen_.set_state(state_);
+  }
+  CpuGeneratorRestore(const CpuGeneratorRestore&) = delete;
+  CpuGeneratorRestore& operator=(const CpuGeneratorRestore&) = delete;
+
+ private:
+  at::Generator gen_;
+  torch::Tensor state_;
+};
+
 }  // namespace
 
 PipelineModule::PipelineModule(std::shared_ptr<torch::nn::Module> model, const nn::LayerList& layers,
                                std::shared_ptr<Topology> topology, PipelineModuleOptions options)
     : model_(std::move(model)), layers_(&layers), topology_(std::move(topology)), options_(std::move(options)) {
   DS_CHECK(model_ && topology_, Error, "PipelineModule: model and topology are required");
+  partition(count_trainable());
+  take_stage();
+}
+
+PipelineModule::PipelineModule(const ModelBuilder& build, std::shared_ptr<Topology> topology,
+                               PipelineModuleOptions options)
+    : topology_(std::move(topology)), options_(std::move(options)) {
+  DS_CHECK(build && topology_, Error, "PipelineModule: a model builder and a topology are required");
+  auto built = [&](BuiltModel m, const char* which) {
+    DS_CHECK(m.model && m.layers, Error, fmt::format("PipelineModule: the model builder returned no model or no "
+                                                     "LayerList for the {}", which));
+    return m;
+  };
+  {
+    CpuGeneratorRestore restore;  // the stage's build below draws what a whole model's build would
+    BuiltModel census = built(build(nn::LayerSelection::none()), "census (no layer materialised)");
+    model_ = census.model;
+    layers_ = census.layers;
+    partition(count_trainable());
+  }
+  const size_t layer_count = layers_->size();
+  BuiltModel stage = built(build(nn::LayerSelection::range(size_t(parts_[size_t(stage_)]),
+                                                           size_t(parts_[size_t(stage_) + 1]))),
+                           "stage's layers");
+  model_ = std::move(stage.model);  // the census model goes
+  layers_ = stage.layers;
+  DS_CHECK(layers_->size() == layer_count, Error,
+           fmt::format("PipelineModule: the model builder gave {} layers for the census but {} for stage {}: it must "
+                       "build the same model whatever the selection",
+                       layer_count, layers_->size(), stage_));
+  take_stage();
+}
+
+std::vector<int64_t> PipelineModule::count_trainable() {
   const auto params = model_->named_parameters(/*recurse=*/true);
   for (const auto& p : params)
     if (p.value().requires_grad()) trainable_names_.insert(p.key());
   std::vector<int64_t> trainable;
-  for (const auto& layer : layers) {
+  for (const auto& layer : *layers_) {
     int64_t n = 0;
     for (const auto& name : layer.param_names)
       if (const auto* p = params.find(name); p != nullptr && p->requires_grad()) n += p->numel();
     trainable.push_back(n);
   }
-  partition(std::move(trainable));
-  take_stage();
+  return trainable;
 }
 
 PipelineModule::PipelineModule(const std::vector<LayerSpec>& specs, std::shared_ptr<Topology> topology,

@@ -19,6 +19,7 @@
 
 #include "comm/communicator.h"
 #include "nn/layer_list.h"
+#include "nn/placeholder.h"
 #include "parallel/layer_spec.h"
 #include "parallel/topology.h"
 
@@ -47,6 +48,15 @@ struct TiedParameter {
   bool counts_in_norm = false;                 // this rank is the group's first stage
 };
 
+// A model built with only the layers of a selection materialised (nn/placeholder.h), and its LayerList.
+struct BuiltModel {
+  std::shared_ptr<torch::nn::Module> model;
+  nn::LayerList* layers = nullptr;  // the model's own
+};
+// Builds the model with the layers `selection` names (the built-in models' LayerSelection
+// constructors, models::from_pretrained with PretrainedOptions::selection).
+using ModelBuilder = std::function<BuiltModel(const nn::LayerSelection& selection)>;
+
 class PipelineModule : public torch::nn::Module {
  public:
   // Collective over topology->world(): every rank constructs it at the same point, from the same
@@ -60,6 +70,11 @@ class PipelineModule : public torch::nn::Module {
   // `pipeline.layers` for a bad spec (check_layer_specs).
   PipelineModule(const std::vector<LayerSpec>& specs, std::shared_ptr<Topology> topology,
                  PipelineModuleOptions options = {});
+  // From a builder: no rank holds the whole model. It is built twice: with no layer materialised
+  // (the layers' names and shapes for the partition; torch's global generator put back after it), then
+  // with this stage's layers, whose values are then those of the whole model built the same way. The
+  // same errors as the first constructor.
+  PipelineModule(const ModelBuilder& build, std::shared_ptr<Topology> topology, PipelineModuleOptions options = {});
 
   int num_stages() const noexcept { return int(parts_.size()) - 1; }
   int stage_id() const noexcept { return stage_; }
@@ -89,6 +104,8 @@ class PipelineModule : public torch::nn::Module {
   std::string describe_partition() const;
 
  private:
+  // Every layer's trainable elements in model_ (placeholders counted at their shapes).
+  std::vector<int64_t> count_trainable();
   // The cut of every layer's trainable elements into stages (parts_), checked.
   void partition(std::vector<int64_t> layer_trainable);
   // This stage's layers, modules and tied parameters, once model_ and layers_ are set.

@@ -236,4 +236,11 @@ PipelineEngine initialize_pipeline(const std::vector<parallel::LayerSpec>& specs
   return PipelineEngine(std::move(stage), std::move(config));
 }
 
+PipelineEngine initialize_pipeline(const parallel::ModelBuilder& build, Config config,
+                                   parallel::PipelineModuleOptions options) {
+  auto topology = pipeline_topology(config, options);
+  auto stage = std::make_shared<parallel::PipelineModule>(build, topology, std::move(options));
+  return PipelineEngine(std::move(stage), std::move(config));
+}
+
 }  // namespace ds

@@ -97,4 +97,10 @@ PipelineEngine initialize_pipeline(std::shared_ptr<M> model, Config config, para
 PipelineEngine initialize_pipeline(const std::vector<parallel::LayerSpec>& specs, Config config,
                                    parallel::PipelineModuleOptions options = {});
 
+// From a model builder (parallel::ModelBuilder: the built-in models and from_pretrained take a layer
+// selection): each rank materialises only its stage's layers, with the values the whole model
+// built the same way would give them (parallel/pipe_module.h).
+PipelineEngine initialize_pipeline(const parallel::ModelBuilder& build, Config config,
+                                   parallel::PipelineModuleOptions options = {});
+
 }  // namespace ds
