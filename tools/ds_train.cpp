@@ -6,8 +6,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <type_traits>
 
 #include "models/causal_lm.h"
@@ -42,20 +40,6 @@ int stop(const ds::Engine& engine, int64_t step, const std::string& saved) {
   }
   if (!saved.empty()) return 0;
   return sig != 0 ? 128 + sig : 1;
-}
-
-// The config file, with --pipeline-stages written over its pipeline.stages (the batch triple is
-// then resolved for the data-parallel world the stages leave).
-ds::Config load_config(const ds::tools::TrainOptions& opt) {
-  const int world = ds::comm::launcher_world_size();
-  std::ifstream in(opt.config_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
-  // Unreadable or malformed: the loader's error names the file and the place.
-  if (opt.pipeline_stages == 0 || !in || !j.is_object()) return ds::load_config_file(opt.config_path, world);
-  j["pipeline"]["stages"] = opt.pipeline_stages;
-  return ds::load_config_text(j.dump(), world, opt.config_path + " with --pipeline-stages");
 }
 
 struct Run {
@@ -170,7 +154,7 @@ int run(int argc, char** argv) {
   // micro-batch, the --save folder.
   auto model_cfg = ds::tools::resolve_model(opt);
   const int64_t seq = opt.seq ? opt.seq : model_cfg.n_positions;
-  ds::Config config = load_config(opt);
+  ds::Config config = ds::tools::load_train_config(opt, ds::comm::launcher_world_size());
   const bool pipeline = config.parallel_sizes.pipeline_stages > 1;
   ds::tools::check_memory_budget(model_cfg, config, seq);
   ds::tools::check_save_dir(opt.save_dir);

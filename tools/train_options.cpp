@@ -3,9 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "cli_checks.h"
+#include "config/loader.h"
 #include "util/error.h"
 
 namespace ds::tools {
@@ -108,6 +113,17 @@ models::GPT2Config resolve_model(const TrainOptions& o) {
     throw ConfigError("--model " + o.model + " with --layers/--heads/--embd/--vocab", e.what());
   }
   return c;
+}
+
+Config load_train_config(const TrainOptions& o, int world) {
+  std::ifstream in(o.config_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  // Unreadable or malformed: the loader's error names the file and the place.
+  if (o.pipeline_stages == 0 || !in || !j.is_object()) return load_config_file(o.config_path, world);
+  j["pipeline"]["stages"] = o.pipeline_stages;
+  return load_config_text(j.dump(), world, o.config_path + " with --pipeline-stages");
 }
 
 }  // namespace ds::tools

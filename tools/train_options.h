@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "config/config.h"
 #include "models/gpt2_config.h"
 #include "util/progress.h"
 
@@ -36,5 +37,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& out);
 
 // The model shape the options ask for (preset with overrides), validated.
 models::GPT2Config resolve_model(const TrainOptions& o);
+
+// The config file for `world` ranks, with --pipeline-stages written over its pipeline.stages (the
+// batch triple is then resolved for the data-parallel world the stages leave).
+Config load_train_config(const TrainOptions& o, int world);
 
 }  // namespace ds::tools

@@ -11,6 +11,7 @@
 
 #include "format/safetensors.h"
 #include "models/hf_weights.h"
+#include "nn/placeholder.h"
 #include "util/error.h"
 
 namespace ds::models {
@@ -157,7 +158,8 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& cfg) {
     const bool adapter = is_adapter_name(item.key());
     p.requires_grad_(adapter);
     if (!adapter && cfg.base_dtype && p.is_floating_point() && p.scalar_type() != *cfg.base_dtype)
-      p.set_data(p.data().to(*cfg.base_dtype));
+      p.set_data(nn::is_placeholder(p) ? nn::placeholder(p.sizes(), p.options().dtype(*cfg.base_dtype))  // not held here
+                                       : p.data().to(*cfg.base_dtype));
   }
 
   std::map<std::string, std::vector<std::string>> adapter_of;  // base weight → its adapter names

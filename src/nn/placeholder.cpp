@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "util/error.h"
+#include "util/system_info.h"
 
 namespace ds::nn {
 
@@ -34,6 +35,7 @@ void make_placeholders(torch::nn::Module& m) {
     if (!is_placeholder(p)) p.set_data(placeholder(p.sizes(), p.options()));
   for (auto& b : m.buffers(/*recurse=*/true))
     if (!is_placeholder(b)) b.set_data(placeholder(b.sizes(), b.options()));
+  release_free_heap_memory();  // else the heap keeps every block's freed tensors (measured: all of them)
 }
 
 void keep_selected_layers(torch::nn::Module& model, LayerList& layers, const LayerSelection& selection) {
@@ -54,11 +56,15 @@ void keep_selected_layers(torch::nn::Module& model, LayerList& layers, const Lay
   for (auto& item : model.named_parameters(/*recurse=*/true))
     if (!kept.count(item.key()) && !is_placeholder(item.value()))
       item.value().set_data(placeholder(item.value().sizes(), item.value().options()));
+  release_free_heap_memory();
 }
 
 void init_normal_(torch::Tensor& p, double mean, double std) {
   torch::NoGradGuard no_grad;
-  if (is_placeholder(p)) torch::empty(p.sizes(), p.options()).normal_(mean, std);  // the same draws, discarded
+  if (is_placeholder(p)) {
+    torch::empty(p.sizes(), p.options()).normal_(mean, std);  // the same draws, discarded
+    release_free_heap_memory();
+  }
   else p.normal_(mean, std);
 }
 

@@ -15,6 +15,7 @@
 #include "nn/tensor_buffer.h"
 #include "parallel/pipe_partition.h"
 #include "util/error.h"
+#include "util/system_info.h"
 
 namespace ds::parallel {
 namespace {
@@ -279,6 +280,7 @@ void PipelineModule::release_other_stages() {
   torch::NoGradGuard no_grad;
   for (auto& item : model_->named_parameters(/*recurse=*/true))
     if (!mine.count(item.key())) item.value().set_data(torch::empty({0}, item.value().options()));
+  release_free_heap_memory();
 }
 
 torch::Tensor PipelineModule::forward(const torch::Tensor& x) { return stage_layers_.forward(x); }

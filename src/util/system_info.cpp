@@ -1,5 +1,8 @@
 #include "util/system_info.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -70,6 +73,12 @@ std::uint64_t status_field(const char* key) {
 std::uint64_t mem_available_bytes() { return meminfo_field("MemAvailable:"); }
 std::uint64_t mem_total_bytes() { return meminfo_field("MemTotal:"); }
 std::uint64_t current_rss_bytes() { return status_field("VmRSS:"); }
+
+void release_free_heap_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 std::uint64_t peak_rss_bytes() { return status_field("VmHWM:"); }
 
 bool reset_peak_rss() {

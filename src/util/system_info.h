@@ -25,6 +25,10 @@ std::uint64_t peak_rss_bytes();         // peak resident set of this process
 // Restarts the peak at the current resident set (Linux >= 4.0: /proc/self/clear_refs "5");
 // false where that is refused, and peak_rss_bytes() stays the whole run's.
 bool reset_peak_rss();
+// Gives the heap's free pages back to the system (glibc's malloc_trim; nothing elsewhere). glibc keeps
+// freed chunks of a few MB in its heap, so building and dropping tensors one at a time (a pipeline
+// stage's build) would otherwise leave the process holding what it freed.
+void release_free_heap_memory();
 std::string compiler_version();
 
 // "1.50 GiB", "12.0 MiB", "512 B".

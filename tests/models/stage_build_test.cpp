@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "comm/make_communicator.h"
 #include "models/gpt2.h"
+#include "models/lora.h"
 #include "models/pretrained.h"
 #include "nn/placeholder.h"
 #include "runtime/pipeline_engine.h"
@@ -83,6 +84,25 @@ TEST(StageBuild, ModelsMaterialiseOnlyTheSelectedLayers) {
       EXPECT_NE(std::string(e.what()).find("\"embed\" is not held by this process"), std::string::npos) << e.what();
     }
   }
+}
+
+// LoRA on a stage's build (adapters everywhere, the base frozen in bf16): the layers not held stay
+// placeholders (in bf16), so a stage's LoRA model never holds the whole base either.
+TEST(StageBuild, LoraKeepsThePlaceholders) {
+  auto part = build("llama", nn::LayerSelection::range(2, 4));
+  models::LoraConfig c;
+  c.r = 4;
+  c.target_modules = {"q_proj", "v_proj"};
+  models::apply_lora(*part, c);
+  int placeholders = 0;
+  for (const auto& p : part->named_parameters()) {
+    if (!nn::is_placeholder(p.value())) continue;
+    ++placeholders;
+    EXPECT_EQ(p.value().scalar_type(), torch::kBFloat16) << p.key();
+    EXPECT_FALSE(p.value().requires_grad()) << p.key();
+  }
+  EXPECT_GT(placeholders, 10);
+  EXPECT_LT(held_bytes(*part), held_bytes(*build("llama")) / 2);
 }
 
 std::string config(int stages, int gas) {
