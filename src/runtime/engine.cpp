@@ -13,6 +13,7 @@
 #include "runtime/ready_banner.h"
 #include "util/error.h"
 #include "util/logging.h"
+#include "util/system_info.h"
 
 namespace ds {
 namespace {
@@ -29,6 +30,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, Config cfg, EngineOpti
       layers_(options.layers), p_(std::make_unique<EngineParts>(build_engine_parts(*module_, std::move(cfg), options))) {
   check_inputs_ = p_->tensor_parallel.has_value() || p_->topology->sequence().size() > 1;
   if (p_->scheduler) apply_schedule();  // construction sets the initial lr (e.g. warmup_min_lr), as DeepSpeed's does
+  // The model's own parameter tensors, now copied into the engine's buffers, were freed into the heap:
+  // give those pages back (measured: 25-33 MB per pipeline stage of GPT-2 8 x 512 held otherwise).
+  release_free_heap_memory();
   log_engine_ready(*p_);
   if (config().steps_per_print) p_->telemetry->log_progress(snapshot());
 }

@@ -115,6 +115,51 @@ TEST(OneBit, PastTheWarmUpMomentaMoveCompressedAndReplicasAgree) {
   }
 }
 
+// Under AutoTP (TP=2 x DP=2, world 4): each tensor-parallel rank's momenta move compressed over its
+// own data-parallel group. 1-bit Adam's warm-up is the plain loop's uncorrected Adam over the global
+// batch within 1e-5 (the sharded weights' updates are elementwise); past the warm-up (1-bit Adam,
+// 0/1 Adam, 1-bit LAMB) the gradient all-reduce stops, the two replicas of each shard stay equal bit
+// for bit and the loss falls.
+TEST(OneBit, UnderAutoTp) {
+  if (comm::launcher_world_size() != 4) GTEST_SKIP() << "world 4 only";
+  constexpr int kDp = 2, kWarmUp = 3;
+  const Reference ref = uncorrected_adam_reference(kDp, kWarmUp);
+  const Case cases[] = {{"OneBitAdam", R"(, "freeze_step": 3)"},
+                        {"OneBitLamb", R"(, "freeze_step": 3)"},
+                        {"ZeroOneAdam", R"(, "var_freeze_step": 6, "var_update_scaler": 2, "local_step_scaler": 2)"}};
+  for (const Case& c : cases) {
+    std::string cfg = onebit_config(c.type, c.params);
+    cfg.insert(1, R"("tensor_parallel": {"autotp_size": 2}, )");
+    auto engine = initialize(make_model("tiny"), load_config_text(cfg, 4, c.type));
+    ASSERT_EQ(engine.topology().data().size(), kDp) << c.type;
+    auto data = corpus();
+    models::BatchSampler sampler(data, kSeqLen, 7);
+    const int d = engine.topology().data().rank();
+    const comm::Communicator& dp = engine.topology().data();
+    std::vector<double> losses;
+    int64_t reduces_before = 0;
+    for (int step = 0; step < 12; ++step) {
+      if (step == 8) reduces_before = gradient_allreduces(dp);
+      for (int k = 0; k < kGas; ++k) {
+        auto b = batch_for(sampler, step, k, d, kDp);
+        engine.backward(engine.forward(b.inputs, b.targets));
+        engine.step();
+      }
+      losses.push_back(engine.last_loss());
+      if (step < kWarmUp && c.type == "OneBitAdam") {
+        const double want = ref.losses[size_t(d)][size_t(step)];
+        EXPECT_LE(std::abs(losses.back() - want), 1e-5 * std::abs(want)) << c.type << " warm-up step " << step;
+      }
+    }
+    EXPECT_FALSE(engine.optimizer()->wants_reduced_gradients()) << c.type;
+    EXPECT_EQ(gradient_allreduces(dp), reduces_before) << c.type << ": no gradient all-reduce once compressed";
+    EXPECT_GT(dp.collective_log().sum_wire_bytes("onebit_"), 0) << c.type;
+    EXPECT_EQ(replica_spread(engine.module(), engine.topology().data()), 0.0) << c.type << ": replicas equal bit for bit";
+    for (double l : losses) EXPECT_TRUE(std::isfinite(l)) << c.type;
+    EXPECT_LT(losses.back(), losses.front()) << c.type << " still learns";
+  }
+}
+
 // On pipeline stages (PP=2 x DP=2, world 4): the warm-up is the plain loop's uncorrected Adam over
 // the global batch, step for step within 1e-5; past it each stage's momenta move compressed over its
 // data-parallel group, its gradient all-reduce stops, each stage's two replicas stay equal and so do
