@@ -111,7 +111,10 @@ int train_sft(E& engine, models::CausalLM& model, const SftRun& r) {
       int64_t m = 0;
       last_loss = engine.train_batch([&] {
         const auto rows = rows_of(m++);
-        return PipeBatch{as_tensor(rows.input_ids, rows), as_tensor(rows.targets, rows)};
+        PipeBatch batch{as_tensor(rows.input_ids, rows), as_tensor(rows.targets, rows), {}};
+        if (opt.pack)  // every stage's layers need the documents' layout: it travels with the activations
+          batch.side = {as_tensor(rows.segment_ids, rows), as_tensor(rows.position_ids, rows)};
+        return batch;
       });
     } else {
       for (int64_t m = 0; m < gas; ++m) {
@@ -148,6 +151,11 @@ int train_sft(E& engine, models::CausalLM& model, const SftRun& r) {
   return 0;
 }
 
+void check_takes_packed_rows(const models::CausalLM& model, const TrainOptions& opt) {
+  if (opt.pack && !model.supports_sequence_layout())
+    throw NotSupported(model.model_type() + " (" + opt.model_dir + ") cannot take packed rows (positions and attention per document); use --pad");
+}
+
 }  // namespace
 
 int run_sft(const TrainOptions& opt) {
@@ -160,10 +168,6 @@ int run_sft(const TrainOptions& opt) {
                                                    seq, limit, opt.model_dir, limit));
   Config config = load_train_config(opt, comm::launcher_world_size());
   const bool pipeline = config.parallel_sizes.pipeline_stages > 1;
-  if (pipeline && opt.pack)
-    throw ConfigError("--pack", fmt::format("packed rows are not supported on {} pipeline stages (each stage would need "
-                                            "every micro-batch's document layout); use --pad",
-                                            config.parallel_sizes.pipeline_stages));
   auto tok = data::load_tokenizer(opt.model_dir);
   data::SftReadOptions read{.max_tokens = static_cast<size_t>(seq), .skip_bad_lines = opt.skip_bad_lines};
   const data::SftDataset ds = data::read_sft_jsonl(opt.data_path, *tok, read);
@@ -189,12 +193,16 @@ int run_sft(const TrainOptions& opt) {
       return parallel::BuiltModel{*built, &(*built)->layers()};
     };
     auto loss = [built](const torch::Tensor& logits, const torch::Tensor& targets) { return (*built)->loss(logits, targets); };
-    auto engine = initialize_pipeline(build, std::move(config), {"parameters", loss});
+    // A packed micro-batch's segment and position ids (PipeBatch::side) become the stage's layout.
+    auto use_side = [built](const std::vector<torch::Tensor>& side) {
+      if (!side.empty()) (*built)->set_sequence_layout(models::SequenceLayout::from_segments(side.at(0), side.at(1)));
+    };
+    auto engine = initialize_pipeline(build, std::move(config), {"parameters", loss, use_side});
+    check_takes_packed_rows(**built, opt);
     return train_sft(engine, **built, run);
   }
   std::shared_ptr<models::CausalLM> model = models::from_pretrained(opt.model_dir);
-  if (opt.pack && !model->supports_sequence_layout())
-    throw NotSupported(model->model_type() + " (" + opt.model_dir + ") cannot take packed rows (positions and attention per document); use --pad");
+  check_takes_packed_rows(*model, opt);
   auto engine = initialize(model, std::move(config));
   return train_sft(engine, *model, run);
 }

@@ -7,7 +7,9 @@
 // Sends are asynchronous (the stage computes while its output travels); the tensor is kept alive
 // until drain(). An activation's shape and dtype cross once per direction and are then cached, as
 // DeepSpeed's first-batch meta exchange: a later activation of another shape is a ds::Error naming
-// both (pipelines run fixed-shape micro-batches).
+// both (pipelines run fixed-shape micro-batches). An activation may carry side tensors (a packed
+// row's document and position ids: what every stage needs beside the hidden states, as DeepSpeed's
+// pipelines pass tuples); they cross with it, in order, and never carry a gradient back.
 #pragma once
 
 #include <torch/torch.h>
@@ -22,8 +24,16 @@
 
 namespace ds::parallel {
 
+// What crosses from one stage to the next: the activation and its side tensors (at most
+// PipeChannels::kMaxSideTensors).
+struct PipeActivation {
+  torch::Tensor x;
+  std::vector<torch::Tensor> side;
+};
+
 class PipeChannels {
  public:
+  static constexpr int kMaxSideTensors = 3;
   // Collective over topology.world() (two splits: even pairs (0,1),(2,3).. and odd pairs (1,2),..).
   explicit PipeChannels(const Topology& topology);
   ~PipeChannels();
@@ -33,10 +43,10 @@ class PipeChannels {
 
   // To the next stage (activations) and from it (their gradients). `what` names the transfer in
   // the collective log and in the watchdog's report ("SendActivation(buffer_id=1)").
-  void send_activation(const torch::Tensor& out, const std::string& what);
+  void send_activation(const torch::Tensor& out, const std::vector<torch::Tensor>& side, const std::string& what);
   torch::Tensor recv_grad(const torch::Tensor& like, const std::string& what);
   // From the previous stage (activations) and to it (the gradients of what was received).
-  torch::Tensor recv_activation(const std::string& what);
+  PipeActivation recv_activation(const std::string& what);
   void send_grad(const torch::Tensor& grad, const std::string& what);
 
   // Waits for every send in flight (rethrowing a failed one).

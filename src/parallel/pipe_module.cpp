@@ -292,6 +292,16 @@ torch::Tensor PipelineModule::loss(const torch::Tensor& outputs, const torch::Te
   return options_.loss_fn(outputs, labels);
 }
 
+void PipelineModule::use_side_inputs(const std::vector<torch::Tensor>& side) const {
+  if (!options_.use_side_inputs) {
+    DS_CHECK(side.empty(), Error,
+             "pipeline: the batches carry side tensors (PipeBatch::side) but the PipelineModule has no "
+             "use_side_inputs (PipelineModuleOptions::use_side_inputs) to give them to the layers");
+    return;
+  }
+  options_.use_side_inputs(side);
+}
+
 std::string PipelineModule::describe_partition() const {
   std::string out;
   for (int s = 0; s < num_stages(); ++s) {

@@ -27,11 +27,15 @@ namespace ds::parallel {
 
 // (outputs of the last stage, labels) -> scalar loss: DeepSpeed's PipelineModule(loss_fn=...).
 using PipeLossFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+// Hands a micro-batch's side tensors (ds::PipeBatch::side) to the stage's layers before each of that
+// micro-batch's passes (its forward, its backward: recomputation reads them again).
+using PipeSideInputsFn = std::function<void(const std::vector<torch::Tensor>&)>;
 
 struct PipelineModuleOptions {
   // "parameters" (DeepSpeed's default), "uniform", or "type:<regex>" over the layer names.
   std::string partition_method = "parameters";
   PipeLossFn loss_fn;  // needed on the last stage to train
+  PipeSideInputsFn use_side_inputs{};  // needed when the batches carry side tensors
   // > 0: the stage's layers run as activation-checkpointed segments of at most this many layers
   // (DeepSpeed's activation_checkpoint_interval; the segments are balanced, each input saved once).
   int activation_checkpoint_interval = 0;
@@ -96,6 +100,8 @@ class PipelineModule : public torch::nn::Module {
   // loss_fn(outputs, labels); ds::Error when no loss_fn was given.
   torch::Tensor loss(const torch::Tensor& outputs, const torch::Tensor& labels) const;
   bool has_loss_fn() const noexcept { return static_cast<bool>(options_.loss_fn); }
+  // use_side_inputs(side); ds::Error when side is not empty and no use_side_inputs was given.
+  void use_side_inputs(const std::vector<torch::Tensor>& side) const;
 
   const std::vector<TiedParameter>& tied() const noexcept { return tied_; }
   // Names of this stage's parameters (every layer's, each once), in first-use order.

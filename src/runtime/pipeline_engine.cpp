@@ -25,8 +25,10 @@ using parallel::PipeOp;
 // Per pipe buffer: what one in-flight micro-batch holds on this stage.
 struct PipelineEngine::Buffers {
   std::vector<torch::Tensor> inputs, labels, outputs, losses, output_grads;
+  std::vector<std::vector<torch::Tensor>> side;  // the micro-batch's side tensors (PipeBatch::side)
   double loss_sum = 0;  // this stage's sum of micro-batch losses (last stage)
-  explicit Buffers(int n) : inputs(size_t(n)), labels(size_t(n)), outputs(size_t(n)), losses(size_t(n)), output_grads(size_t(n)) {}
+  explicit Buffers(int n)
+      : inputs(size_t(n)), labels(size_t(n)), outputs(size_t(n)), losses(size_t(n)), output_grads(size_t(n)), side(size_t(n)) {}
 };
 
 namespace {
@@ -107,6 +109,7 @@ void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDa
       if (is_first_stage()) {
         DS_CHECK(batch.inputs.defined(), Error, "pipeline: the data iterator gave the first stage no inputs");
         b.inputs[i] = batch.inputs;
+        b.side[i] = std::move(batch.side);
       }
       if (is_last_stage()) {
         DS_CHECK(batch.labels.defined(), Error, "pipeline: the data iterator gave the last stage no labels");
@@ -115,13 +118,15 @@ void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDa
       return;
     }
     case PipeOp::RecvActivation: {
-      torch::Tensor x = channels_->recv_activation(what);
-      if (train && x.is_floating_point()) x.requires_grad_(true);
-      b.inputs[i] = x;
+      parallel::PipeActivation a = channels_->recv_activation(what);
+      if (train && a.x.is_floating_point()) a.x.requires_grad_(true);
+      b.inputs[i] = a.x;
+      b.side[i] = std::move(a.side);
       return;
     }
     case PipeOp::ForwardPass: {
       before_forward();
+      module_->use_side_inputs(b.side[i]);
       torch::Tensor out = module_->forward(b.inputs[i]);
       after_forward();
       if (is_last_stage()) {
@@ -132,18 +137,25 @@ void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDa
       b.outputs[i] = out;
       if (!train) {  // nothing flows back: the input is done with, and so is the last stage's output
         b.inputs[i] = torch::Tensor();
-        if (is_last_stage()) b.outputs[i] = torch::Tensor();
+        if (is_last_stage()) {
+          b.outputs[i] = torch::Tensor();
+          b.side[i].clear();
+        }
       }
       return;
     }
     case PipeOp::SendActivation:
-      channels_->send_activation(b.outputs[i], what);
-      if (!train) b.outputs[i] = torch::Tensor();
+      channels_->send_activation(b.outputs[i], b.side[i], what);
+      if (!train) {
+        b.outputs[i] = torch::Tensor();
+        b.side[i].clear();
+      }
       return;
     case PipeOp::RecvGrad:
       b.output_grads[i] = channels_->recv_grad(b.outputs[i], what);
       return;
     case PipeOp::BackwardPass:
+      module_->use_side_inputs(b.side[i]);  // recomputed segments (activation checkpointing) read them
       if (is_last_stage())
         backward(b.losses[i]);
       else
@@ -151,6 +163,7 @@ void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDa
       b.outputs[i] = torch::Tensor();
       b.losses[i] = torch::Tensor();
       b.output_grads[i] = torch::Tensor();
+      b.side[i].clear();
       if (!is_gradient_accumulation_boundary()) step();  // counts the micro-step; the boundary's is OptimizerStep
       return;
     case PipeOp::SendGrad: {

@@ -8,8 +8,9 @@
 //   auto engine = ds::initialize_pipeline(model, "ds_config.json", {.loss_fn = ...});
 //   for (...) double loss = engine.train_batch(next_micro_batch);  // same loss on every stage
 //
-// The data iterator is called only on the first stage (inputs) and the last (labels), once per
-// micro-batch; each data-parallel replica reads its own micro-batches (shard by topology().data()).
+// The data iterator is called only on the first stage (inputs, side tensors) and the last (labels),
+// once per micro-batch; each data-parallel replica reads its own micro-batches (shard by
+// topology().data()).
 #pragma once
 
 #include <torch/torch.h>
@@ -27,10 +28,15 @@
 namespace ds {
 namespace parallel { class PipeChannels; struct PipeInstruction; }
 
-// One micro-batch: the first stage's inputs, the last stage's labels.
+// One micro-batch: the first stage's inputs, the last stage's labels, and side tensors every stage's
+// layers need beside the activations (a packed row's document and position ids, at most
+// PipeChannels::kMaxSideTensors): taken from the first stage's batch, they travel with its
+// activations and reach PipelineModuleOptions::use_side_inputs on every stage before each of the
+// micro-batch's passes.
 struct PipeBatch {
   torch::Tensor inputs;
   torch::Tensor labels;
+  std::vector<torch::Tensor> side{};
 };
 using PipeDataIterator = std::function<PipeBatch()>;
 

@@ -15,6 +15,7 @@
 
 #include "comm/comm.h"
 #include "parallel/layer_spec.h"
+#include "parallel/pipe_schedule.h"
 #include "runtime/pipeline_engine.h"
 #include "util/error.h"
 
@@ -197,6 +198,54 @@ TEST(LayerSpecPipeline, CheckpointResumesAtAnotherCut) {
     const double got = train_step(engine, s);
     EXPECT_LE(std::abs(got - want[size_t(s - 2)]), 1e-5 * std::abs(want[size_t(s - 2)]))
         << "PP " << to_stages << " step " << s << ": " << got << " vs " << want[size_t(s - 2)];
+  }
+}
+
+// Side tensors (PipeBatch::side: what a packed row's layout needs on every stage) reach every stage
+// with their own micro-batch, before its forward and again before its backward, while 1F1B keeps
+// several micro-batches in flight; side tensors with no use_side_inputs are refused.
+TEST(LayerSpecPipeline, SideTensorsTravelWithTheirMicroBatch) {
+  const int world = comm::launcher_world_size();
+  if (world != 2 && world != 4) GTEST_SKIP() << "worlds 2 and 4";
+  const int stages = world, gas = 4;
+  std::vector<int64_t> seen;  // each pass's micro-batch tag, in order
+  auto o = options();
+  o.use_side_inputs = [&](const std::vector<torch::Tensor>& side) {
+    ASSERT_EQ(side.size(), 2u);
+    EXPECT_EQ(side[1].scalar_type(), torch::kBool);
+    seen.push_back(side[0].item<int64_t>());
+  };
+  auto engine = initialize_pipeline(lm_specs(), load_config_text(config(stages, gas, 0), world, "<specs>"), o);
+  int m = 0;
+  engine.train_batch([&] {
+    auto [x, y] = micro_batch(0, m);
+    return PipeBatch{x, y, {torch::tensor(int64_t{100 + m++}), torch::ones({kMicro, kSeq}, torch::kBool)}};
+  });
+  // Each stage runs each micro-batch's forward and backward once: 8 passes, tags in 1F1B's order.
+  ASSERT_EQ(seen.size(), size_t(2 * gas)) << "stage " << engine.stage_id();
+  const auto schedule = parallel::train_schedule(gas, stages, engine.stage_id());
+  std::vector<int64_t> want;
+  int fwd = 0, bwd = 0;
+  for (const auto& step : schedule)
+    for (const auto& in : step) {
+      if (in.op == parallel::PipeOp::ForwardPass) want.push_back(100 + fwd++);
+      if (in.op == parallel::PipeOp::BackwardPass) want.push_back(100 + bwd++);
+    }
+  ASSERT_EQ(want.size(), seen.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(seen[k], want[k]) << "stage " << engine.stage_id() << " pass " << k;
+}
+
+TEST(LayerSpecPipeline, SideTensorsNeedUseSideInputs) {
+  if (comm::launcher_world_size() != 1) GTEST_SKIP() << "world 1 only";
+  auto engine = make_engine(1, 1, 0);
+  try {
+    engine.train_batch([&] {
+      auto [x, y] = micro_batch(0, 0);
+      return PipeBatch{x, y, {torch::tensor(int64_t{0})}};
+    });
+    ADD_FAILURE() << "side tensors with no use_side_inputs were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PipelineModuleOptions::use_side_inputs"), std::string::npos) << e.what();
   }
 }
 
