@@ -203,7 +203,7 @@ TEST(LayerSpecPipeline, CheckpointResumesAtAnotherCut) {
 
 // Side tensors (PipeBatch::side: what a packed row's layout needs on every stage) reach every stage
 // with their own micro-batch, before its forward and again before its backward, while 1F1B keeps
-// several micro-batches in flight; side tensors with no use_side_inputs are refused.
+// several micro-batches in flight (and before each forward of eval_batch); side tensors with no use_side_inputs are refused.
 TEST(LayerSpecPipeline, SideTensorsTravelWithTheirMicroBatch) {
   const int world = comm::launcher_world_size();
   if (world != 2 && world != 4) GTEST_SKIP() << "worlds 2 and 4";
@@ -233,6 +233,15 @@ TEST(LayerSpecPipeline, SideTensorsTravelWithTheirMicroBatch) {
     }
   ASSERT_EQ(want.size(), seen.size());
   for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(seen[k], want[k]) << "stage " << engine.stage_id() << " pass " << k;
+
+  // eval_batch: forwards only, in order.
+  seen.clear();
+  m = 0;
+  engine.eval_batch([&] {
+    auto [x, y] = micro_batch(1, m);
+    return PipeBatch{x, y, {torch::tensor(int64_t{200 + m++}), torch::ones({kMicro, kSeq}, torch::kBool)}};
+  });
+  EXPECT_EQ(seen, (std::vector<int64_t>{200, 201, 202, 203})) << "stage " << engine.stage_id();
 }
 
 TEST(LayerSpecPipeline, SideTensorsNeedUseSideInputs) {
