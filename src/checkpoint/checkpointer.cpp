@@ -134,11 +134,11 @@ ModelFiles assign_model_files(const EngineStates& p) {
   }
   // One rank of each stage (world rank 0's pipe group) speaks for it; the others send nothing.
   const int stage = p.stage_leaders ? p.stage_leaders->rank() : -1;
-  const std::string list = p.stage_leaders ? json(names).dump() : std::string();
+  const json mine{{"stage", stage}, {"names", p.stage_leaders ? json(names) : json::array()}};
   std::map<int, std::vector<std::string>> by_stage;
-  for (const auto& text : comm::all_gather_text(p.comm, json{{"stage", stage}, {"names", list}}.dump(), "checkpoint_model_files")) {
+  for (const auto& text : comm::all_gather_text(p.comm, mine.dump(), "checkpoint_model_files")) {
     const json e = json::parse(text);
-    if (e["stage"].get<int>() >= 0) by_stage[e["stage"].get<int>()] = json::parse(e["names"].get<std::string>());
+    if (e["stage"].get<int>() >= 0) by_stage[e["stage"].get<int>()] = e["names"].get<std::vector<std::string>>();
   }
   std::unordered_set<std::string> taken;
   for (const auto& [s, held] : by_stage) {
