@@ -1,5 +1,5 @@
 // Causal scaled-dot-product attention as Hugging Face's eager path computes it, shared by the
-// Llama family and OPT: grouped-query heads (repeat_kv), an optional sliding window, softmax in fp32.
+// Llama family and OPT (and GPT-2 on packed rows): grouped-query heads (repeat_kv), an optional sliding window, softmax in fp32.
 #pragma once
 
 #include <torch/torch.h>

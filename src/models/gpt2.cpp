@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "models/attention.h"
 #include "models/blockwise_attention.h"
 #include "models/gpt2_hf.h"
 #include "nn/batched_matmul.h"
@@ -59,7 +60,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head)
   c_proj->set_shard_unit(head_dim_);
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t d = head_dim_;
   // [B,T,3C'] → three [B,T,C'] → [B,H',T,D], C' = H'·D: this rank's heads (all of them without AutoTP).
@@ -76,7 +77,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t tq = q.size(2);  // the whole sequence
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   torch::Tensor y;  // [B,H,T,D]
-  if (tq > kBlockwiseAttentionMinTokens) {
+  if (blocked.defined()) {
+    // Packed rows: causal and within each document (Ulysses refuses layouts: sp is null here).
+    y = causal_attention(q, k, v, scale, std::nullopt, blocked);
+  } else if (tq > kBlockwiseAttentionMinTokens) {
     y = blockwise_causal_attention(q, k, v, scale);  // saves O(T), not the O(T²) scores
   } else if (nn::uses_fused_kernels(q)) {
     // scale, mask, softmax fused; the products split over threads by head
@@ -109,8 +113,8 @@ BlockImpl::BlockImpl(int64_t n_embd, int64_t n_head) {
   mlp = register_module("mlp", Mlp(n_embd));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  auto h = x + attn(nn::layer_norm(ln_1, x));
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& blocked) {
+  auto h = x + attn(nn::layer_norm(ln_1, x), blocked);
   return h + mlp(nn::layer_norm(ln_2, h));
 }
 
@@ -169,17 +173,19 @@ void GPT2Impl::build_layers() {
   const GPT2Config cfg = config_;
   parallel::SequenceGroupSlot sp = sp_slot_;
   parallel::VocabGroupSlot vp = vp_slot_;
+  auto slot = layout_slot_;
   layers_.add(
       "embed",
-      [wte, wpe, cfg, sp, vp](const torch::Tensor& idx) {
+      [wte, wpe, cfg, sp, vp, slot](const torch::Tensor& idx) {
         check_tokens(idx, cfg);
         // Ulysses: this rank's block of tokens, at their global positions.
         const torch::Tensor tokens = sp->active() ? parallel::shard_sequence(idx, *sp->comm) : idx;
-        const torch::Tensor pos = sp->active() ? parallel::sequence_positions(idx.size(1), *sp->comm, idx.device())
-                                               : torch::arange(idx.size(1), idx.options());  // [T]
+        torch::Tensor pos = sp->active() ? parallel::sequence_positions(idx.size(1), *sp->comm, idx.device())
+                                         : torch::arange(idx.size(1), idx.options());  // [T]
+        if (auto* l = current_layout(slot, idx.size(0), idx.size(1))) pos = l->position_ids;  // [B,T]: per document
         const torch::Tensor tok = vp->active() ? parallel::vocab_parallel_embedding(tokens, wte->weight, vp->range, *vp->comm)
                                                : wte->forward(tokens);
-        return tok + wpe->forward(pos);  // [B,T,C] + [T,C]
+        return tok + wpe->forward(pos);  // [B,T,C] + [T,C] (or [B,T,C])
       },
       {"transformer.wte.weight", "transformer.wpe.weight"});
 
@@ -187,7 +193,11 @@ void GPT2Impl::build_layers() {
     auto block = transformer->h->ptr<BlockImpl>(static_cast<size_t>(i));
     const std::string name = "h." + std::to_string(i);
     layers_.add(
-        name, [block](const torch::Tensor& x) { return block->forward(x); },
+        name,
+        [block, slot](const torch::Tensor& x) {
+          auto* l = current_layout(slot, x.size(0), x.size(1));
+          return block->forward(x, l ? l->blocked : torch::Tensor());
+        },
         prefixed_names(*block, "transformer." + name + "."));
   }
 

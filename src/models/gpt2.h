@@ -18,10 +18,12 @@ namespace ds::models {
 // Causal multi-head self-attention. x [B,T,C] → [B,T,C]. Under AutoTP c_attn holds this rank's
 // heads (of q, k and v) and c_proj reads them; the head count follows from c_attn's width. Under
 // Ulysses x holds this rank's T/N tokens and attention runs as DistributedAttention over `sequence`.
+// `blocked` (bool [B,1,T,T], SequenceLayout's): keys a query may not see beyond the causal rule
+// (packed rows: other documents).
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& blocked = {});
 
   LoraLinear c_attn{nullptr};  // C → 3C (q, k, v)
   LoraLinear c_proj{nullptr};  // C → C (residual projection)
@@ -49,7 +51,7 @@ TORCH_MODULE(Mlp);
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(int64_t n_embd, int64_t n_head);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& blocked = {});
 
   torch::nn::LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -102,6 +104,7 @@ class GPT2Impl : public CausalLM {
   std::string describe() const override { return config_.describe(); }
   std::string hf_base_prefix() const override { return "transformer."; }
   bool supports_sequence_parallel() const override { return true; }
+  bool supports_sequence_layout() const override { return true; }
   bool supports_vocab_parallel() const override { return true; }
 
   const GPT2Config& config() const { return config_; }

@@ -109,14 +109,21 @@ TEST(SftTrain, BadInputStopsBeforeTrainingNamingIt) {
   r = run(sft_train(model, "--data " + data + " --max-seq-len 129"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--max-seq-len: 129 exceeds the model's 128 positions"), std::string::npos) << r.output;
+}
 
-  const std::string gpt2 = write_model(dir, {{"model_type", "gpt2"}, {"vocab_size", 272}, {"n_positions", 64},
-                                             {"n_embd", 32}, {"n_layer", 1}, {"n_head", 2}});
-  write_text(data, "{\"text\": \"fine\"}\n");
-  r = run(sft_train(gpt2, "--data " + data + " --pack"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("cannot take packed rows"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--pad"), std::string::npos) << r.output;
+// GPT-2 takes packed rows too (learned positions per document, attention within each).
+TEST(SftTrain, Gpt2PackedLossFalls) {
+  TempDir dir("sft_gpt2");
+  const std::string gpt2 = write_model(dir, {{"model_type", "gpt2"}, {"vocab_size", 272}, {"n_positions", 128},
+                                             {"n_embd", 32}, {"n_layer", 2}, {"n_head", 2}});
+  const auto r = run(sft_train(gpt2, "--data " + source_path("examples/fine_tuning/train.jsonl") +
+                                         " --pack --max-seq-len 128 --config " + small_config(dir)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::printf("%s", r.output.c_str());
+  EXPECT_NE(r.output.find("packed rows of 128 tokens"), std::string::npos) << r.output;
+  auto [first, last] = losses(r.output);
+  EXPECT_GT(first, 4.0) << r.output;
+  EXPECT_LT(last, 0.85 * first) << r.output;
 }
 
 }  // namespace
