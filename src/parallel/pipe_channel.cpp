@@ -37,10 +37,12 @@ std::vector<int64_t> meta_of(const torch::Tensor& x, const std::vector<torch::Te
   return m;
 }
 
+// Tensor k's shape and dtype in a message.
 std::vector<int64_t> sizes_at(const std::vector<int64_t>& m, int64_t k) {
   const auto at = m.begin() + 1 + k * kMetaLen;
   return std::vector<int64_t>(at + 2, at + 2 + at[0]);
 }
+c10::ScalarType dtype_at(const std::vector<int64_t>& m, int64_t k) { return c10::ScalarType(m[size_t(2 + k * kMetaLen)]); }
 
 // Bytes cross as bytes: a bool tensor (a mask) travels as its uint8 view.
 comm::Buffer wire_buffer(const torch::Tensor& t) {
@@ -51,7 +53,7 @@ std::string describe_meta(const std::vector<int64_t>& m) {
   std::string s;
   for (int64_t k = 0; k < m[0]; ++k)
     s += fmt::format("{}{} {}", k == 0 ? "" : (k == 1 ? " with side " : ", "), sizes_at(m, k),
-                     c10::toString(c10::ScalarType(m[size_t(2 + k * kMetaLen)])));
+                     c10::toString(dtype_at(m, k)));
   return s;
 }
 
@@ -109,7 +111,7 @@ PipeActivation PipeChannels::recv_activation(const std::string& what) {
   }
   const auto& m = *recv_meta_;
   auto recv = [&](int64_t k, const std::string& name) {
-    torch::Tensor t = torch::empty(sizes_at(m, k), torch::TensorOptions().dtype(c10::ScalarType(m[size_t(2 + k * kMetaLen)])));
+    torch::Tensor t = torch::empty(sizes_at(m, k), torch::TensorOptions().dtype(dtype_at(m, k)));
     prev_->broadcast(wire_buffer(t), 0, name);
     return t;
   };
