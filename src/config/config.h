@@ -64,6 +64,9 @@ struct Config {
   bool disable_allgather = false;          // parsed; DeepSpeed has no consumer either
   bool zero_allow_untested_optimizer = false;
   bool zero_force_ds_cpu_optimizer = true;
+  // deepspeed.cpp extension (not a DeepSpeed key): ZeRO stages 1-2 gather the updated parameters
+  // behind the next forward instead of inside step() (zero/overlapped_param_gather.h).
+  bool zero_overlap_param_gather = false;
   bool dataloader_drop_last = false;
   bool graph_harvesting = false;           // CUDA-graph capture; parsed, not supported
   std::optional<int64_t> vocabulary_size;  // only checked (warning if not a multiple of 8)

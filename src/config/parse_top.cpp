@@ -248,6 +248,7 @@ void parse_top_scalars(SectionReader& top, Config& cfg) {
   top.read("disable_allgather", cfg.disable_allgather);
   top.read("zero_allow_untested_optimizer", cfg.zero_allow_untested_optimizer);
   top.read("zero_force_ds_cpu_optimizer", cfg.zero_force_ds_cpu_optimizer);
+  top.read("zero_overlap_param_gather", cfg.zero_overlap_param_gather);
   top.read("dataloader_drop_last", cfg.dataloader_drop_last);
   if (top.read("graph_harvesting", cfg.graph_harvesting) && cfg.graph_harvesting) {
     warn_unsupported(top.ctx(), "graph_harvesting", "CUDA-graph capture");

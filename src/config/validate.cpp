@@ -110,6 +110,11 @@ void validate_config(ParseContext& ctx, Config& cfg) {
     ctx.record("wall_clock_breakdown", true, Source::Derived);
   }
   warn_about_fp16_scales(ctx, cfg);
+  if (cfg.zero_overlap_param_gather && z.stage != 1 && z.stage != 2) {
+    ctx.warn("zero_overlap_param_gather: true applies to ZeRO stages 1 and 2, whose step all-gathers the updated "
+             "parameters (stage 3 gathers each layer's and prefetches: stage3_prefetch_bucket_size); ignored at stage " +
+             std::to_string(z.stage));
+  }
   if (cfg.vocabulary_size && *cfg.vocabulary_size % 8 != 0) {
     ctx.warn("vocabulary_size: " + std::to_string(*cfg.vocabulary_size) +
              " is not aligned to 8, may impact tensor core utilization");

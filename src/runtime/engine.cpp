@@ -73,6 +73,7 @@ void Engine::backward(const torch::Tensor& loss) {
            fmt::format("engine.backward expects a scalar loss, got a tensor of shape {}",
                        loss.defined() ? fmt::format("{}", loss.sizes().vec()) : "undefined"));
   p_->telemetry->backward_started();
+  p_->states->settle_params();   // a forward run outside the engine's forward() may have left a gather
   p_->states->before_forward();  // user code may have reset .grad (Module::zero_grad(set_to_none))
   const int64_t gas = config().gradient_accumulation_steps;
   torch::Tensor scaled = gas > 1 ? loss.to(torch::kFloat32) / static_cast<double>(gas) : loss;
@@ -202,7 +203,10 @@ std::vector<std::array<double, 2>> Engine::get_mom() const {
   return p_->optimizer ? p_->optimizer->betas() : std::vector<std::array<double, 2>>{};
 }
 
+void Engine::settle_parameters() { p_->states->settle_params(); }
+
 const zero::FlatParameters& Engine::flat_parameters() const {
+  p_->states->settle_params();
   const zero::FlatParameters* flat = p_->states->flat();
   DS_CHECK(flat != nullptr, NotSupported,
            "flat_parameters(): at ZeRO stage 3 parameters are sharded, not flat (use model_states())");

@@ -101,7 +101,14 @@ class Engine {
   void save_16bit_model(const std::string& dir, const std::string& file = "model.safetensors");
 
   const Config& config() const;
-  torch::nn::Module& module() { return *module_; }
+  // With zero_overlap_param_gather the parameters other ranks updated arrive during the next
+  // forward: module() and model() wait for them first; code holding the module itself calls
+  // settle_parameters() before reading parameters between step() and the next forward.
+  torch::nn::Module& module() {
+    settle_parameters();
+    return *module_;
+  }
+  void settle_parameters();
   torch::Device device() const;
   const zero::DtypePlan& dtypes() const;
   const zero::ZeroPlan& zero_plan() const;
@@ -188,7 +195,10 @@ class ModelEngine : public Engine {
     return out;
   }
 
-  M& model() { return *model_; }
+  M& model() {
+    settle_parameters();
+    return *model_;
+  }
   std::shared_ptr<M> model_ptr() const { return model_; }
 
  private:

@@ -100,6 +100,12 @@ void check_pipeline_stage(const Config& c, const EngineOptions& o) {
                                   "backward runs, which the pipeline's interleaved micro-batches and tied gradients "
                                   "do not allow (DeepSpeed refuses it too); use stage 0 or 1",
                                   c.zero_optimization.stage, stages));
+  if (c.zero_overlap_param_gather)
+    throw ConfigError("zero_overlap_param_gather",
+                      fmt::format("true with pipeline.stages {}: the overlapped parameter gather is built for one "
+                                  "model per rank (stages 1-2 without pipelines), not yet for pipeline stages; set "
+                                  "it false",
+                                  stages));
 }
 
 void build_schedule(EngineParts& p) {

@@ -15,6 +15,7 @@
 namespace ds {
 
 checkpoint::EngineStates Engine::checkpoint_parts() {
+  p_->states->settle_params();  // saves read the parameters, loads overwrite them
   const auto* stage = dynamic_cast<const parallel::PipelineModule*>(module_.get());
   const bool pipeline = stage != nullptr && stage->num_stages() > 1;
   if (!p_->tensor_parallel && !pipeline)

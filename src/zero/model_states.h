@@ -45,6 +45,10 @@ class ModelStates {
   // parameters and throws after it, naming the parameter).
   virtual void forward_started() {}
   virtual void forward_finished() {}
+  // Makes every parameter current: waits for a gather of updated parameters still running behind
+  // the forward (stages 1-2 with zero_overlap_param_gather). Called before parameters are read or
+  // written outside a forward (checkpoints, exports, user access).
+  virtual void settle_params() {}
   // After each backward: this micro-step's gradients are folded into the accumulated ones.
   virtual void after_backward() = 0;
   // At the accumulation boundary: gradients reduced across ranks, so local_grads is final.

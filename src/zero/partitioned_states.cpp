@@ -53,6 +53,22 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
     layouts_.push_back(partition_layout(fg, partitions_.back(), rank));
   }
   reduced_.resize(num_groups());
+  if (config_.zero_overlap_param_gather && world > 1) {
+    if (o.layers == nullptr)
+      throw ConfigError("zero_overlap_param_gather",
+                        "true needs a model that exposes a ds::nn::LayerList (a layers() method returning it): before "
+                        "each layer runs, its hooks wait for that layer's gathered parameters. Give the model one, or "
+                        "set it false");
+    if (o.layers->hooks() != nullptr)
+      throw ConfigError("zero_overlap_param_gather",
+                        "true needs the model's LayerList hooks, and something else already installed hooks on it");
+    layers_ = o.layers;
+    gather_comm_ = comm_.split(0, rank, "split_param_gather");
+    gather_ = std::make_shared<OverlappedParamGather>(*gather_comm_, flat_, *precision_, *layers_,
+                                                      config_.zero_optimization.allgather_bucket_size);
+    layers_->set_hooks(gather_);
+    o.ledger->add(o.tier, MemKind::Buffers, gather_->staging_bytes());
+  }
   if (stage_ == 1) {
     for (size_t g = 0; offload_ && g < num_groups(); ++g) {
       host_grads_.push_back(offload::host_zeros(partitions_[g].partition_size(), torch::kFloat32, o.host));
@@ -93,7 +109,19 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
                 2 * buckets_->live_numel_bound() * c10::elementSize(plan_.communication));
 }
 
-PartitionedStates::~PartitionedStates() = default;
+PartitionedStates::~PartitionedStates() {
+  // The LayerList belongs to the model, which may outlive the states.
+  if (layers_ != nullptr && layers_->hooks() == gather_.get()) layers_->set_hooks(nullptr);
+}
+
+std::vector<const comm::Communicator*> PartitionedStates::own_communicators() const {
+  if (gather_comm_) return {gather_comm_.get()};
+  return {};
+}
+
+void PartitionedStates::settle_params() {
+  if (gather_) gather_->finish();
+}
 
 torch::Tensor PartitionedStates::accumulated_grad(const std::string& name) {
   if (stage_ != 1) return ModelStates::accumulated_grad(name);
@@ -206,13 +234,20 @@ torch::Tensor PartitionedStates::local_grads(size_t g) const {
 
 void PartitionedStates::write_back(const std::vector<torch::Tensor>& masters) {
   torch::NoGradGuard no_grad;
+  settle_params();  // the last step's gather, if no forward waited for it
   for (size_t g = 0; g < num_groups(); ++g) {
     auto mine = local_params(g);
     if (mine.data_ptr() != masters[g].data_ptr()) mine.copy_(masters[g]);  // rounds to the model dtype
+    if (gather_) {  // the others' partitions arrive behind the next forward
+      const FlatPartition& part = partitions_[g];
+      precision_->refresh_compute(g, part.begin(comm_.rank()), part.partition_size());
+      continue;
+    }
     all_gather_in_place(comm_, precision_->storage(g), config_.zero_optimization.allgather_bucket_size,
                         "allgather_parameters");
     precision_->refresh_compute(g);
   }
+  if (gather_) gather_->start();
 }
 
 void PartitionedStates::zero_grads() {

@@ -1,7 +1,8 @@
 // Stages 1 and 2: whole 16-bit parameters on every rank; each flat group padded to a multiple of
 // 2·world elements and split into world equal partitions (reference §4.1); this rank's optimizer
 // (fp32 master and state) covers only its partition. After the step the updated partitions are
-// all-gathered in place (allgather_bucket_size elements at a time).
+// all-gathered in place (allgather_bucket_size elements at a time), inside the step or, with
+// zero_overlap_param_gather, behind the next forward (overlapped_param_gather.h).
 //   stage 1: full gradients accumulate across micro-steps as at stage 0; at the boundary they are
 //            reduce-scattered (reduce_bucket_size) so each rank holds its partition's average.
 //   stage 2: no full gradient buffer. GradientBuckets takes each gradient as autograd completes it;
@@ -11,6 +12,7 @@
 
 #include "zero/gradient_buckets.h"
 #include "zero/model_states.h"
+#include "zero/overlapped_param_gather.h"
 #include "zero/partition.h"
 #include "zero/precision_buffers.h"
 #include "zero/sub_group_tracker.h"
@@ -24,6 +26,9 @@ class PartitionedStates final : public ModelStates {
 
   int stage() const override { return stage_; }
   void before_forward() override { flat_.rebind_grads(); }
+  void forward_finished() override { settle_params(); }
+  void settle_params() override;
+  std::vector<const comm::Communicator*> own_communicators() const override;
   void after_backward() override;
   void reduce_gradients() override;
   size_t num_groups() const override { return flat_.groups().size(); }
@@ -64,6 +69,12 @@ class PartitionedStates final : public ModelStates {
   std::vector<std::pair<size_t, size_t>> slot_of_;  // stage 2: bucket param index → (group, slot)
   std::unique_ptr<GradientBuckets> buckets_;  // stage 2
   std::unique_ptr<SubGroupTracker> tracker_;  // stage 2 with offload overlap
+  nn::LayerList* layers_ = nullptr;
+  // zero_overlap_param_gather: the gather on a communicator of its own, so its buckets, issued as
+  // the forward reaches each layer (at times that differ between ranks), never interleave with
+  // other collectives of the data-parallel group; and the layers' hooks that wait for them.
+  std::unique_ptr<comm::Communicator> gather_comm_;
+  std::shared_ptr<OverlappedParamGather> gather_;
 };
 
 // The named pieces of `partition`'s share of rank `rank`, as a layout whose offsets are relative

@@ -94,6 +94,12 @@ void PrecisionBuffers::refresh_compute(size_t gi) {
   if (!groups_[gi].storage_aliases) flat_.groups()[gi].params.copy_(groups_[gi].storage);
 }
 
+void PrecisionBuffers::refresh_compute(size_t gi, int64_t offset, int64_t numel) {
+  torch::NoGradGuard no_grad;
+  if (!groups_[gi].storage_aliases)
+    flat_.groups()[gi].params.narrow(0, offset, numel).copy_(groups_[gi].storage.narrow(0, offset, numel));
+}
+
 void PrecisionBuffers::write_back(size_t gi, const torch::Tensor& master) {
   torch::NoGradGuard no_grad;
   Group& g = groups_[gi];

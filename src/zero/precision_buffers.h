@@ -41,6 +41,8 @@ class PrecisionBuffers {
   torch::Tensor accum_of(const std::string& name);
   // Group g's storage was overwritten (e.g. broadcast from rank 0): refresh the compute copy.
   void refresh_compute(size_t g);
+  // The same for [offset, offset + numel) of it.
+  void refresh_compute(size_t g, int64_t offset, int64_t numel);
 
   // Group g's parameters in the model dtype (what master weights are made from and written to).
   const torch::Tensor& storage(size_t g) const { return groups_[g].storage; }

@@ -60,6 +60,7 @@ TEST(Examples, FeatureExamplesSetWhatTheirNameSays) {
   EXPECT_EQ(load("onebit_adam.json").optimizer->type, OptimizerType::OneBitAdam);
   EXPECT_EQ(load("zero2.json").zero_optimization.stage, 2);
   EXPECT_EQ(load("zero2_offload.json").zero_optimization.offload_optimizer.device, OffloadDevice::Cpu);
+  EXPECT_TRUE(load("zero2_overlap_gather.json").zero_overlap_param_gather);
   EXPECT_EQ(load("zero3.json").zero_optimization.stage, 3);
   const Config off = load("zero3_offload.json");
   EXPECT_EQ(off.zero_optimization.offload_param.device, OffloadDevice::Cpu);

@@ -1,4 +1,5 @@
 // Each validation rule: the error names the JSON path, the value and what is allowed.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "config_test_util.h"
@@ -183,6 +184,21 @@ TEST(Validation, UnsupportedSectionsWarnByName) {
   EXPECT_FALSE(test::has_warning(c, "autotuning"));
   EXPECT_FALSE(test::has_warning(c, "hybrid_engine"));
   EXPECT_EQ(c.warnings.size(), 4u);
+}
+
+TEST(Validation, OverlapParamGatherOutsideStagesOneAndTwoIsIgnoredWithAWarning) {
+  for (int stage : {0, 3}) {
+    const Config c = test::load(with_batch(fmt::format(R"("zero_optimization": {{"stage": {}}},
+        "zero_overlap_param_gather": true)", stage)));
+    EXPECT_TRUE(c.zero_overlap_param_gather);
+    EXPECT_TRUE(test::has_warning(c, "zero_overlap_param_gather: true applies to ZeRO stages 1 and 2")) << stage;
+  }
+  for (int stage : {1, 2}) {
+    const Config c = test::load(with_batch(fmt::format(R"("zero_optimization": {{"stage": {}}},
+        "zero_overlap_param_gather": true)", stage)));
+    EXPECT_FALSE(test::has_warning(c, "zero_overlap_param_gather")) << stage;
+  }
+  EXPECT_FALSE(test::load(R"({"train_batch_size": 8})").zero_overlap_param_gather);  // off unless asked for
 }
 
 TEST(Validation, QuantizedWeightsBelowStageThreeAreIgnoredWithAWarning) {

@@ -19,6 +19,7 @@
 #include "../runtime/parallel_equivalence.h"
 #include "runtime/pipeline_engine.h"
 #include "util/error.h"
+#include "zero/model_states.h"
 
 namespace ds::lora_pipeline_test {
 namespace {
