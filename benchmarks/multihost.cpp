@@ -9,15 +9,17 @@
 //   2 hosts slow the same with both links shaped to --rate (tc tbf), and there, after training, the
 //                step's collectives replayed alone (ZeRO-2's gradient reduces to each bucket's owner
 //                and parameter all-gather, same sizes and buckets): the communication time;
-//   2 hosts slow, overlapped  the same with zero_overlap_param_gather: the parameter all-gather runs
-//                behind the next forward instead of inside step();
+//   variants     the slow run again with round_robin_gradients (each rank's partition every
+//                world-th parameter: backward's buckets feed both ranks, both link directions at
+//                once), with zero_overlap_param_gather (the parameter all-gather behind the next
+//                forward), and with both (--no-variants skips them);
 //   compute      1 rank on one test host, the same micro-batch: the computation time (it steps the
 //                optimizer over all parameters, where each of 2 ranks steps half: a slight over-count).
 // Ends with
 //   BENCH multihost_step_2hosts ours=<s/step, 2 hosts> ref=<s/step, one host> unit=s ratio=..
-//   BENCH multihost_overlap ours=<s/step at --rate, overlapped> ref=<compute + communication, measured apart> unit=s ratio=..
-// (target: ratio <= 0.85, communication hidden under compute).
-// (--no-overlap-gather: without zero_overlap_param_gather, the slow runs once, as before it existed.)
+//   BENCH multihost_overlap ours=<s/step at --rate> ref=<compute + communication, measured apart> unit=s ratio=..
+//   BENCH multihost_round_robin ours=<s/step at --rate, round_robin_gradients> ref=<s/step at --rate> unit=s ratio=..
+// (target: multihost_overlap <= 0.85, communication hidden under compute).
 #include <deepspeed/deepspeed.h>
 
 #include <CLI/CLI.hpp>
@@ -47,16 +49,18 @@ struct Options {
   std::string model = "small", rate = "1gbit";
   bool replay_comm = false;  // worker: time the step's collectives alone after training
   bool overlap_gather = false;  // worker: zero_overlap_param_gather
-  bool no_overlap_gather = false;  // driver: skip the overlapped slow run
+  bool no_variants = false;       // driver: skip the slow runs with round_robin_gradients / overlap gather
+  bool round_robin = false;  // round_robin_gradients
+  bool breakdown = false;  // worker: wall_clock_breakdown every step (by hand: where the step's time goes)
 };
 
 std::string config_json(const Options& o) {
   return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
       "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-4, "weight_decay": 0.01}}}},
       "zero_optimization": {{"stage": 2, "overlap_comm": true, "contiguous_gradients": true,
-                             "reduce_bucket_size": {}, "allgather_bucket_size": {}}},
-      "zero_overlap_param_gather": {}}})",
-                     o.micro, o.bucket, o.bucket, o.overlap_gather);
+                             "reduce_bucket_size": {}, "allgather_bucket_size": {}, "round_robin_gradients": {}}},
+      "zero_overlap_param_gather": {}, "wall_clock_breakdown": {}, "steps_per_print": 1}})",
+                     o.micro, o.bucket, o.bucket, o.round_robin, o.overlap_gather, o.breakdown);
 }
 
 // ZeRO-2's per-step collectives, alone, as the engine issues them: the gradients in
@@ -125,11 +129,12 @@ struct Result {
   long long params = 0;
 };
 
-Result launch(const std::string& prefix, const std::string& self, const Options& o, bool replay, bool overlap = false) {
+Result launch(const std::string& prefix, const std::string& self, const Options& o, bool replay,
+              const std::string& variant = "") {
   const std::string cmd = prefix + self + fmt::format(" --worker --steps {} --warmup {} --seq {} --micro {} --model {} "
-                                                      "--bucket {}{}{} 2>&1",
+                                                      "--bucket {}{} {} 2>&1",
                                                       o.steps, o.warmup, o.seq, o.micro, o.model, o.bucket,
-                                                      replay ? " --replay-comm" : "", overlap ? " --overlap-gather" : "");
+                                                      replay ? " --replay-comm" : "", variant);
   Result r;
   std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %lf %lf %lf %lld", &r.step_s, &r.wire_bytes,
               &r.comm_s, &r.params);
@@ -167,18 +172,22 @@ int driver(const Options& o, const std::string& self) {
   const Result slow = launch(hosts->mpirun_all(), self, o, true);
   std::fprintf(stderr, "  2 hosts at %s:   %.3f s/step; the step's collectives alone %.3f s\n", o.rate.c_str(),
                slow.step_s, slow.comm_s);
-  Result overlapped = slow;
-  if (!o.no_overlap_gather) {
-    overlapped = launch(hosts->mpirun_all(), self, o, false, true);
-    std::fprintf(stderr, "  2 hosts at %s, zero_overlap_param_gather: %.3f s/step (%.3f without)\n", o.rate.c_str(),
-                 overlapped.step_s, slow.step_s);
+  Result round_robin = slow;
+  if (!o.no_variants) {
+    round_robin = launch(hosts->mpirun_all(), self, o, false, "--round-robin");
+    const Result gather = launch(hosts->mpirun_all(), self, o, false, "--overlap-gather");
+    const Result both = launch(hosts->mpirun_all(), self, o, false, "--round-robin --overlap-gather");
+    std::fprintf(stderr, "  2 hosts at %s, round_robin_gradients: %.3f s/step; zero_overlap_param_gather: %.3f s/step; "
+                 "both: %.3f s/step\n", o.rate.c_str(), round_robin.step_s, gather.step_s, both.step_s);
   }
   hosts.reset();
   std::printf("BENCH multihost_step_2hosts ours=%.6g ref=%.6g unit=s ratio=%.4f\n", two.step_s, local.step_s,
               two.step_s / local.step_s);
   const double apart = compute.step_s + slow.comm_s;
-  std::printf("BENCH multihost_overlap ours=%.6g ref=%.6g unit=s ratio=%.4f\n", overlapped.step_s, apart,
-              overlapped.step_s / apart);
+  std::printf("BENCH multihost_overlap ours=%.6g ref=%.6g unit=s ratio=%.4f\n", slow.step_s, apart, slow.step_s / apart);
+  if (!o.no_variants)
+    std::printf("BENCH multihost_round_robin ours=%.6g ref=%.6g unit=s ratio=%.4f\n", round_robin.step_s, slow.step_s,
+                round_robin.step_s / slow.step_s);
   return 0;
 }
 
@@ -197,7 +206,9 @@ int main(int argc, char** argv) {
   app.add_option("--rate", o.rate, "the shaped links' rate (tc tbf)")->capture_default_str();
   app.add_flag("--replay-comm", o.replay_comm, "worker: time the step's collectives alone after training");
   app.add_flag("--overlap-gather", o.overlap_gather, "worker: zero_overlap_param_gather");
-  app.add_flag("--no-overlap-gather", o.no_overlap_gather, "skip the run with zero_overlap_param_gather");
+  app.add_flag("--no-variants", o.no_variants, "skip the slow runs with round_robin_gradients / zero_overlap_param_gather");
+  app.add_flag("--round-robin", o.round_robin, "round_robin_gradients (every world-th parameter per partition)");
+  app.add_flag("--breakdown", o.breakdown, "worker: print wall_clock_breakdown every step");
   app.add_flag("--worker", worker_mode, "internal: one rank of a measured run");
   CLI11_PARSE(app, argc, argv);
   try {

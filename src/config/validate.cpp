@@ -110,6 +110,10 @@ void validate_config(ParseContext& ctx, Config& cfg) {
     ctx.record("wall_clock_breakdown", true, Source::Derived);
   }
   warn_about_fp16_scales(ctx, cfg);
+  if (z.round_robin_gradients && z.stage != 1 && z.stage != 2) {
+    ctx.warn("zero_optimization.round_robin_gradients: true applies to ZeRO stages 1 and 2, whose partitions it lays "
+             "out; ignored at stage " + std::to_string(z.stage));
+  }
   if (cfg.zero_overlap_param_gather && z.stage != 1 && z.stage != 2) {
     ctx.warn("zero_overlap_param_gather: true applies to ZeRO stages 1 and 2, whose step all-gathers the updated "
              "parameters (stage 3 gathers each layer's and prefetches: stage3_prefetch_bucket_size); ignored at stage " +

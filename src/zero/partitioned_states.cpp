@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
+#include <string>
+#include <unordered_map>
 
 #include "util/error.h"
 #include "zero/collectives.h"
@@ -14,6 +17,28 @@ namespace {
 // Every partition starts 2-element aligned (DeepSpeed's nccl_start_alignment_factor) and each
 // group stays 16-element aligned as at stage 0.
 int64_t group_alignment(int world) { return std::lcm<int64_t>(16, 2 * int64_t(world)); }
+
+// round_robin_gradients (DeepSpeed's _round_robin_reorder): within each param group, the i-th
+// parameter goes to subset i % world and the subsets are laid out one after another, so the equal
+// partitions cut from that buffer each hold about every world-th parameter. Backward then produces
+// gradients for every rank's partition in turn, and the bucket reductions use every rank's link at
+// once instead of one partition's owner after another.
+std::vector<NamedParam> flat_order(const std::vector<NamedParam>& params, bool round_robin, int world) {
+  if (!round_robin || world == 1) return params;
+  std::vector<int> groups;  // in first-appearance order
+  for (const auto& p : params)
+    if (std::find(groups.begin(), groups.end(), p.param_group) == groups.end()) groups.push_back(p.param_group);
+  std::vector<NamedParam> out;
+  for (int g : groups) {
+    std::vector<std::vector<const NamedParam*>> subsets(world);
+    size_t i = 0;
+    for (const auto& p : params)
+      if (p.param_group == g) subsets[i++ % world].push_back(&p);
+    for (const auto& subset : subsets)
+      for (const NamedParam* p : subset) out.push_back(*p);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -39,7 +64,8 @@ FlatGroup partition_layout(const FlatGroup& group, const FlatPartition& partitio
 PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vector<NamedParam>& params)
     : config_(*o.config), comm_(*o.comm), stage_(o.zero.stage), plan_(o.plan),
       offload_(o.offload_gradients),
-      flat_(FlatParameters::build(params, {group_alignment(o.comm->size()), /*gradient_buffer=*/stage_ == 1})) {
+      flat_(FlatParameters::build(flat_order(params, o.config->zero_optimization.round_robin_gradients, o.comm->size()),
+                                  {group_alignment(o.comm->size()), /*gradient_buffer=*/stage_ == 1})) {
   const int world = comm_.size(), rank = comm_.rank();
   account_compute_params(flat_, plan_, *o.ledger, o.tier);
   precision_ = std::make_unique<PrecisionBuffers>(flat_, plan_, *o.ledger, o.tier);
@@ -76,7 +102,6 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
     }
     return;
   }
-  std::vector<torch::Tensor> ordered;
   for (size_t g = 0; g < num_groups(); ++g) {
     const int64_t n = partitions_[g].partition_size();
     if (offload_) {  // accumulated in fp32 on the host as buckets are reduced (DeepSpeed's CPU offload)
@@ -86,10 +111,18 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
       part_accum_.push_back(torch::zeros({n}, torch::TensorOptions().dtype(plan_.grad_accum)));
       o.ledger->add(o.tier, MemKind::Grads, n * c10::elementSize(plan_.grad_accum));
     }
-    for (size_t s = 0; s < flat_.groups()[g].slots.size(); ++s) {
-      ordered.push_back(flat_.groups()[g].slots[s].param);
-      slot_of_.emplace_back(g, s);
-    }
+  }
+  // Buckets follow the model's order (reversed: backward's), whatever the flat layout: param groups
+  // and round_robin_gradients interleave it, and a bucket waiting for gradients from all over the
+  // model would be reduced only at the end of backward.
+  std::unordered_map<std::string, std::pair<size_t, size_t>> slot_named;
+  for (size_t g = 0; g < num_groups(); ++g)
+    for (size_t s = 0; s < flat_.groups()[g].slots.size(); ++s) slot_named.emplace(flat_.groups()[g].slots[s].name, std::pair{g, s});
+  std::vector<torch::Tensor> ordered;
+  for (const auto& p : params) {
+    const auto [g, s] = slot_named.at(p.name);
+    ordered.push_back(flat_.groups()[g].slots[s].param);
+    slot_of_.emplace_back(g, s);
   }
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(ordered), config_.zero_optimization.reduce_bucket_size, plan_.model, plan_.communication,

@@ -199,6 +199,8 @@ TEST(Validation, OverlapParamGatherOutsideStagesOneAndTwoIsIgnoredWithAWarning) 
     EXPECT_FALSE(test::has_warning(c, "zero_overlap_param_gather")) << stage;
   }
   EXPECT_FALSE(test::load(R"({"train_batch_size": 8})").zero_overlap_param_gather);  // off unless asked for
+  const Config rr = test::load(with_batch(R"("zero_optimization": {"stage": 3, "round_robin_gradients": true})"));
+  EXPECT_TRUE(test::has_warning(rr, "zero_optimization.round_robin_gradients: true applies to ZeRO stages 1 and 2"));
 }
 
 TEST(Validation, QuantizedWeightsBelowStageThreeAreIgnoredWithAWarning) {
