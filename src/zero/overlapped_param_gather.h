@@ -37,11 +37,9 @@ class OverlappedParamGather final : public nn::LayerHooks {
   void start();
   // Every bucket gathered and in place; the parameters are current.
   void finish();
-  bool in_flight() const { return started_; }
 
-  // Staging bytes while a gather runs (for the memory ledger).
+  // The staging buffers' bytes (for the memory ledger).
   uint64_t staging_bytes() const;
-  size_t num_buckets() const { return order_.size(); }
 
   void before_forward(size_t layer) override;
 
