@@ -89,10 +89,7 @@ void PrecisionBuffers::zero_grads() {
   flat_.zero_grads();
 }
 
-void PrecisionBuffers::refresh_compute(size_t gi) {
-  torch::NoGradGuard no_grad;
-  if (!groups_[gi].storage_aliases) flat_.groups()[gi].params.copy_(groups_[gi].storage);
-}
+void PrecisionBuffers::refresh_compute(size_t gi) { refresh_compute(gi, 0, groups_[gi].storage.numel()); }
 
 void PrecisionBuffers::refresh_compute(size_t gi, int64_t offset, int64_t numel) {
   torch::NoGradGuard no_grad;
