@@ -36,6 +36,9 @@ namespace ds::optim {
 struct ParamSpan {
   int64_t offset = 0;
   int64_t numel = 0;
+  // Has copies elsewhere that must get the same update (a pipeline's tied parameter on other stages):
+  // an optimizer that couples parameters (OneBitLamb's one exchanged tensor) keeps it apart.
+  bool apart = false;
 };
 
 // One flat group as the 1-bit family steps it: fp32 spans of `numel` elements each.

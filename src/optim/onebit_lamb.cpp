@@ -12,22 +12,54 @@
 namespace ds::optim {
 namespace {
 
-int64_t total(const std::vector<std::vector<ParamSpan>>& params) {
+int64_t total(const std::vector<std::vector<ParamSpan>>& params, bool apart) {
   int64_t n = 0;
   for (const auto& g : params)
-    for (const auto& s : g) n += s.numel;
+    for (const auto& s : g)
+      if (s.apart == apart) n += s.numel;
   return n;
 }
 
-// The groups' momenta as one span: each group's parameters are contiguous from offset 0, so one
-// group needs no copy.
-bool single_span(const std::vector<std::vector<ParamSpan>>& params) { return params.size() == 1; }
+// The exchange's tensors: the joined momenta (when any), then each parameter kept apart.
+std::vector<int64_t> exchanged_numels(const std::vector<std::vector<ParamSpan>>& params) {
+  std::vector<int64_t> n;
+  if (const int64_t joined = total(params, false); joined > 0) n.push_back(joined);
+  for (const auto& g : params)
+    for (const auto& s : g)
+      if (s.apart) n.push_back(s.numel);
+  return n;
+}
+
+// The joined momenta are one span already: one group, nothing kept apart.
+bool single_span(const std::vector<std::vector<ParamSpan>>& params) {
+  return params.size() == 1 && total(params, true) == 0;
+}
+
+// Copies the joined parameters' elements between the groups' spans and `flat` (to_flat or back).
+void copy_joined(const std::vector<std::vector<ParamSpan>>& params, std::span<const CompressedGroup> groups,
+                 std::vector<float>& flat, bool to_flat) {
+  int64_t at = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (const auto& s : params[gi]) {
+      if (s.apart) continue;
+      float* m = groups[gi].exp_avg + s.offset;
+      if (to_flat)
+        std::memcpy(flat.data() + at, m, size_t(s.numel) * sizeof(float));
+      else
+        std::memcpy(m, flat.data() + at, size_t(s.numel) * sizeof(float));
+      at += s.numel;
+    }
+}
 
 }  // namespace
 
 OneBitLamb::OneBitLamb(const OneBitLambSettings& settings, comm::Communicator& comm,
                        const std::vector<std::vector<ParamSpan>>& params)
-    : settings_(settings), params_(params), total_numel_(total(params)), exchange_(comm, {total_numel_}) {
+    : settings_(settings),
+      params_(params),
+      total_numel_(total(params, false) + total(params, true)),
+      joined_numel_(total(params, false)),
+      exchange_(comm, exchanged_numels(params)) {
   for (const auto& g : params) {
     scalars_.emplace_back(g.size());
     int64_t next = 0;
@@ -36,7 +68,7 @@ OneBitLamb::OneBitLamb(const OneBitLambSettings& settings, comm::Communicator& c
       next += s.numel;
     }
   }
-  if (!single_span(params) && comm.size() > 1) flat_.resize(size_t(total_numel_));
+  if (!single_span(params) && comm.size() > 1) flat_.resize(size_t(joined_numel_));
 }
 
 void OneBitLamb::step(std::span<const CompressedGroup> groups) {
@@ -102,21 +134,25 @@ void OneBitLamb::compressed_step(std::span<const CompressedGroup> groups) {
       at += n;
     }
   }
-  if (!scaled_) {  // once, at the first compressed step: bring every momentum to a common RMS
+  if (!scaled_) {  // once, at the first compressed step: bring the joined momenta to a common RMS
     std::vector<double> rms;
-    for (size_t gi = 0; gi < groups.size(); ++gi)
-      for (const auto& s : params_[gi])
-        rms.push_back(s.numel ? double(float(norm(groups[gi].exp_avg + s.offset, s.numel)) / float(std::sqrt(double(s.numel)))) : 0.0);
     double united = 0.0;
-    for (double r : rms) united += r;
-    united /= double(std::max<size_t>(rms.size(), 1));
-    size_t k = 0;
-    for (auto& group : scalars_)
-      for (auto& sc : group) {
-        // DeepSpeed divides by zero for an all-zero momentum; such a parameter keeps scale 1.
-        sc.scaling_coeff = rms[k] > 0.0 ? united / rms[k] : 1.0;
-        ++k;
+    size_t joined = 0;
+    for (size_t gi = 0; gi < groups.size(); ++gi)
+      for (const auto& s : params_[gi]) {
+        rms.push_back(s.numel ? double(float(norm(groups[gi].exp_avg + s.offset, s.numel)) / float(std::sqrt(double(s.numel)))) : 0.0);
+        if (!s.apart) {
+          united += rms.back();
+          ++joined;
+        }
       }
+    united /= double(std::max<size_t>(joined, 1));
+    size_t k = 0;
+    for (size_t gi = 0; gi < groups.size(); ++gi)
+      for (size_t j = 0; j < params_[gi].size(); ++j, ++k)
+        // DeepSpeed divides by zero for an all-zero momentum; such a parameter keeps scale 1, as
+        // does one exchanged apart (compressed with its own scale).
+        scalars_[gi][j].scaling_coeff = rms[k] > 0.0 && !params_[gi][j].apart ? united / rms[k] : 1.0;
     scaled_ = true;
   }
   for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -131,30 +167,21 @@ void OneBitLamb::compressed_step(std::span<const CompressedGroup> groups) {
       for (int64_t i = 0; i < s.numel; ++i) m[i] = momentum(m[i], gr[i], c) * scale;
     }
   }
-  if (flat_.empty()) {
-    float* m = groups[0].exp_avg;
-    exchange_.run({&m, 1});
-  } else {
-    int64_t at = 0;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      const int64_t n = params_[gi].empty() ? 0 : params_[gi].back().offset + params_[gi].back().numel;
-      std::memcpy(flat_.data() + at, groups[gi].exp_avg, size_t(n) * sizeof(float));
-      at += n;
-    }
-    float* m = flat_.data();
-    exchange_.run({&m, 1});
-    at = 0;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      const int64_t n = params_[gi].empty() ? 0 : params_[gi].back().offset + params_[gi].back().numel;
-      std::memcpy(groups[gi].exp_avg, flat_.data() + at, size_t(n) * sizeof(float));
-      at += n;
-    }
+  std::vector<float*> tensors;  // exchanged_numels' order
+  if (joined_numel_ > 0) {
+    if (!flat_.empty()) copy_joined(params_, groups, flat_, true);
+    tensors.push_back(flat_.empty() ? groups[0].exp_avg : flat_.data());
   }
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (const auto& s : params_[gi])
+      if (s.apart) tensors.push_back(groups[gi].exp_avg + s.offset);
+  exchange_.run(tensors);
+  if (!flat_.empty()) copy_joined(params_, groups, flat_, false);
   int64_t at = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const CompressedGroup& g = groups[gi];
     const Coeffs c(g);
-        for (size_t k = 0; k < params_[gi].size(); ++k) {
+    for (size_t k = 0; k < params_[gi].size(); ++k) {
       const ParamSpan& s = params_[gi][k];
       Scalars& sc = scalars_[gi][k];
       const float scale = float(sc.scaling_coeff);

@@ -8,6 +8,10 @@
 //     tensor, and the frozen coefficient is multiplied by a factor: how much smaller the fresh variance
 //     (tracked from the gradients reconstructed out of successive momenta) makes the denominator,
 //     bounded to [factor_min, factor_max] and to +-factor_threshold of the last factor.
+// Unlike DeepSpeed: a parameter marked ParamSpan::apart (a tied parameter whose copies live on other
+// pipeline stages) is exchanged as a tensor of its own, with its own compression scale and
+// scaling_coeff 1, so its update depends on its own momentum only and every copy gets the same one.
+// DeepSpeed compresses it inside the stage's one tensor, and the copies drift apart.
 #pragma once
 
 #include "comm/compressed_allreduce.h"
@@ -49,8 +53,9 @@ class OneBitLamb final : public CompressedOptimizer {
   std::vector<std::vector<ParamSpan>> params_;
   std::vector<std::vector<Scalars>> scalars_;  // [group][param]
   int64_t total_numel_ = 0;
-  comm::CompressedAllReduce exchange_;         // one tensor: every parameter's momentum, concatenated
-  std::vector<float> flat_;                    // that tensor, when the momenta are not one span already
+  int64_t joined_numel_ = 0;                   // the parameters not kept apart
+  comm::CompressedAllReduce exchange_;         // their momenta concatenated, then each apart one
+  std::vector<float> flat_;                    // that concatenation, when it is not one span already
   std::vector<float> last_momentum_;           // per step: the momentum before this step
   std::vector<double> last_coeffs_;
   bool frozen_ = false;

@@ -160,6 +160,9 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   build_states(p, module, o);
   zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.topology->rank(), &p.data_parallel()};
   for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay, g.exp_avg_mask});
+  if (const auto* stage = dynamic_cast<const parallel::PipelineModule*>(&module))  // copies on other stages
+    for (const auto& t : stage->tied())
+      if (t.group) opt.kept_apart.push_back(t.name);
   p.optimizer = zero::make_flat_optimizer(opt, *p.ledger);
   build_schedule(p);
   p.scaler = precision::make_loss_scaler(c, p.zero.partitioned());

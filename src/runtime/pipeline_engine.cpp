@@ -43,21 +43,10 @@ EngineOptions stage_options(parallel::PipelineModule& module, EngineOptions o) {
   return o;
 }
 
-// What a stage's optimizer cannot do across stages, refused before anything is built.
-Config checked_for_stages(const parallel::PipelineModule& module, Config c) {
-  if (c.optimizer && c.optimizer->type == OptimizerType::OneBitLamb && !module.tied().empty())
-    throw ConfigError("optimizer.type",
-                      fmt::format("OneBitLamb on pipeline stages with a tied parameter ({}): its compressed momentum is "
-                                  "scaled by a coefficient united over each stage's own parameters, so the tied copies "
-                                  "on different stages would drift apart (measured); use OneBitAdam or ZeroOneAdam",
-                                  module.tied().front().name));
-  return c;
-}
-
 }  // namespace
 
 PipelineEngine::PipelineEngine(std::shared_ptr<parallel::PipelineModule> module, Config config, EngineOptions options)
-    : Engine(module, checked_for_stages(*module, std::move(config)), stage_options(*module, std::move(options))),
+    : Engine(module, std::move(config), stage_options(*module, std::move(options))),
       module_(std::move(module)) {
   channels_ = std::make_unique<parallel::PipeChannels>(module_->topology());
   loss_logged_at_step_ = true;  // only the last stage knows the loss before OptimizerStep

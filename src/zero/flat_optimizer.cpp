@@ -55,7 +55,7 @@ torch::Tensor flat_exp_avg_mask(OptimizerType type, const FlatGroup& fg, const t
 FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                              const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
                              MemoryLedger& ledger, Tier tier, KernelCalls calls, MasterPlacement placement,
-                             comm::Communicator* data_parallel)
+                             comm::Communicator* data_parallel, const std::vector<std::string>& kept_apart)
     : config_(config), calls_(calls), sub_group_size_(placement.sub_group_size) {
   DS_ASSERT(layout.size() == storage.size(), "one storage tensor per flat group");
   if (is_onebit(config.type)) {
@@ -65,7 +65,9 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
     std::vector<std::vector<optim::ParamSpan>> params;
     for (const FlatGroup& fg : layout) {
       params.emplace_back();
-      for (const auto& s : fg.slots) params.back().push_back({s.offset, s.numel});
+      for (const auto& s : fg.slots)
+        params.back().push_back(
+            {s.offset, s.numel, std::find(kept_apart.begin(), kept_apart.end(), s.name) != kept_apart.end()});
     }
     compressed_ = optim::make_compressed_optimizer(config, *data_parallel, params);
   }

@@ -67,11 +67,13 @@ class FlatOptimizer {
   // `storage[g]` holds group g's parameters in the model dtype ([padded_numel]); the master copy is
   // made from it (or aliases it when fp32). With placement.read_params it may be undefined. `layout` gives the parameter segments (Lamb's norms).
   // The 1-bit family (OneBitAdam, ZeroOneAdam, OneBitLamb) exchanges over `data_parallel`, which must
-  // then be given and outlive the optimizer; the others never communicate.
+  // then be given and outlive the optimizer; the others never communicate. `kept_apart` names the
+  // parameters with copies on other pipeline stages (optim::ParamSpan::apart).
   FlatOptimizer(const OptimizerConfig& config, const std::vector<GroupHyperparams>& overrides,
                 const std::vector<FlatGroup>& layout, const std::vector<torch::Tensor>& storage,
                 MemoryLedger& ledger, Tier tier, KernelCalls calls = KernelCalls::PerPartition,
-                MasterPlacement placement = {}, comm::Communicator* data_parallel = nullptr);
+                MasterPlacement placement = {}, comm::Communicator* data_parallel = nullptr,
+                const std::vector<std::string>& kept_apart = {});
 
   // Receives the updated fp32 master of [offset, offset + master.numel()) of group g: the whole
   // span in RAM, one sub-group at a time when swapped (valid only during the call).

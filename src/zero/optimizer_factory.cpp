@@ -33,7 +33,7 @@ std::unique_ptr<FlatOptimizer> make_flat_optimizer(const OptimizerInput& in, Mem
   }
   auto optimizer = std::make_unique<FlatOptimizer>(*c.optimizer, in.overrides, layout, storage, ledger,
                                                    plan.offloaded() ? Tier::Cpu : Tier::Device, plan.kernel_calls,
-                                                   placement, in.data_parallel);
+                                                   placement, in.data_parallel, in.kept_apart);
   states.reset_param_swap_stats();  // the optimizer's initial reads of the parameters are not training traffic
   return optimizer;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/config.h"
@@ -22,6 +23,7 @@ struct OptimizerInput {
   bool pinned = false;                        // host buffers pinned (offload::HostMemoryPlan)
   int rank = 0;                               // world rank: the swap folder rank<R> (DeepSpeed's dist.get_rank())
   comm::Communicator* data_parallel = nullptr; // the 1-bit optimizers' exchange group
+  std::vector<std::string> kept_apart;         // a pipeline stage's tied parameters (optim::ParamSpan::apart)
 };
 
 // nullptr when the config has no optimizer.

@@ -28,10 +28,11 @@ TEST(Examples, AllLoadWithoutWarnings) {
   for (const auto& f : files) {
     // lora_opt.json is the seed's one-GPU config (8 = micro 2 x GAS 4 x 1): at world 4 there is no
     // whole micro-batch per rank, and DeepSpeed refuses it too.
-    // autotp.json, autotp_vocab_parallel.json, ulysses.json and pipeline.json need a tensor- /
-    // sequence-parallel group or a pipeline of 2.
+    // autotp.json, autotp_vocab_parallel.json, ulysses.json, pipeline.json and onebit_lamb_pipeline.json
+    // need a tensor- / sequence-parallel group or a pipeline of 2.
     const bool group_of_two = f.filename() == "autotp.json" || f.filename() == "autotp_vocab_parallel.json" ||
-                              f.filename() == "ulysses.json" || f.filename() == "pipeline.json";
+                              f.filename() == "ulysses.json" || f.filename() == "pipeline.json" ||
+                              f.filename() == "onebit_lamb_pipeline.json";
     const std::vector<int> worlds = f.filename() == "lora_opt.json" ? std::vector<int>{1, 2}
                                     : group_of_two                  ? std::vector<int>{2, 4}
                                                                     : std::vector<int>{1, 2, 4};
@@ -58,6 +59,8 @@ TEST(Examples, FeatureExamplesSetWhatTheirNameSays) {
   auto load = [&](const char* name) { return load_config_file((dir / name).string(), 2); };
   EXPECT_EQ(load("zero1.json").zero_optimization.stage, 1);
   EXPECT_EQ(load("onebit_adam.json").optimizer->type, OptimizerType::OneBitAdam);
+  EXPECT_EQ(load("onebit_lamb_pipeline.json").optimizer->type, OptimizerType::OneBitLamb);
+  EXPECT_EQ(load("onebit_lamb_pipeline.json").parallel_sizes.pipeline_stages, 2);
   EXPECT_EQ(load("zero2.json").zero_optimization.stage, 2);
   EXPECT_EQ(load("zero2_offload.json").zero_optimization.offload_optimizer.device, OffloadDevice::Cpu);
   EXPECT_TRUE(load("zero2_overlap_gather.json").zero_overlap_param_gather);

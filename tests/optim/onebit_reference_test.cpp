@@ -229,6 +229,64 @@ TEST(OneBitReference, ElementsWithoutGradientsStayPut) {
   }
 }
 
+// A parameter kept apart (optim::ParamSpan::apart: a pipeline's tied parameter) gets from OneBitLamb the
+// same update whatever parameters its optimizer holds beside it, as the copies of a tied parameter on
+// two pipeline stages must. `sizes`: the parameters per group; the one at (group 0, `at`) is shared:
+// its values and gradients are the same in every call (its gradients differ per rank), the others'
+// come from `seed`. Returns the shared parameter after kSteps (freeze_step 5).
+std::vector<float> shared_after(comm::Communicator& comm, const std::vector<std::vector<int64_t>>& sizes, size_t at,
+                                bool apart, unsigned seed) {
+  std::vector<std::vector<ParamSpan>> spans(sizes.size());
+  std::vector<std::vector<float>> p(sizes.size()), m(sizes.size()), v(sizes.size()), fresh(sizes.size()),
+      g(sizes.size());
+  for (size_t gi = 0; gi < sizes.size(); ++gi) {
+    int64_t off = 0;
+    for (size_t k = 0; k < sizes[gi].size(); ++k) {
+      spans[gi].push_back({off, sizes[gi][k], apart && gi == 0 && k == at});
+      off += sizes[gi][k];
+    }
+    for (auto* x : {&p[gi], &m[gi], &v[gi], &fresh[gi], &g[gi]}) x->assign(size_t(off), 0.0f);
+  }
+  auto opt = make_compressed_optimizer(config_for(OptimizerType::OneBitLamb), comm, spans);
+  std::mt19937 shared_gen(99), other_gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto fill = [&](std::vector<std::vector<float>>& x, float scale) {
+    for (size_t gi = 0; gi < sizes.size(); ++gi)
+      for (size_t k = 0; k < sizes[gi].size(); ++k)
+        for (int64_t i = 0; i < spans[gi][k].numel; ++i)
+          x[gi][size_t(spans[gi][k].offset + i)] = scale * normal(gi == 0 && k == at ? shared_gen : other_gen);
+  };
+  fill(p, 0.5f);  // the same on every rank: replicas
+  shared_gen.seed(7 + unsigned(comm.rank()));
+  other_gen.seed(seed + 1000 * unsigned(comm.rank()));
+  for (int s = 0; s < kSteps; ++s) {
+    fill(g, 0.1f);
+    std::vector<CompressedGroup> views;
+    for (size_t gi = 0; gi < sizes.size(); ++gi) {
+      if (opt->wants_reduced_gradients()) {  // the engine's all-reduce
+        comm.all_reduce(comm::Buffer(g[gi].data(), int64_t(g[gi].size())));
+        for (float& x : g[gi]) x /= float(comm.size());
+      }
+      views.push_back({p[gi].data(), g[gi].data(), m[gi].data(), v[gi].data(), fresh[gi].data(), nullptr,
+                       int64_t(p[gi].size()), 1e-2, 0.01, 0.9, 0.999, 1e-8});
+    }
+    opt->step(views);
+  }
+  EXPECT_EQ(opt->phase(), "compressed");
+  const ParamSpan& shared = spans[0][at];
+  return {p[0].begin() + shared.offset, p[0].begin() + shared.offset + shared.numel};
+}
+
+TEST(OneBitReference, OneBitLambKeptApartGetsTheSameUpdateWhateverItsNeighbours) {
+  auto comm = comm::make_communicator(comm::Backend::Auto);
+  constexpr int64_t kShared = 40;
+  const std::vector<std::vector<int64_t>> first{{kShared, 30}}, last{{50, kShared}, {20}};
+  const std::vector<float> a = shared_after(*comm, first, 0, true, 1), b = shared_after(*comm, last, 1, true, 2);
+  EXPECT_EQ(a, b) << "the copies of a parameter kept apart";
+  if (comm->size() > 1)  // joined, its exchange and scale depend on its neighbours (DeepSpeed's way)
+    EXPECT_NE(shared_after(*comm, first, 0, false, 1), shared_after(*comm, last, 1, false, 2));
+}
+
 TEST(OneBitReference, OneBitAdamMatchesDeepSpeedsAlgorithm) { run_case(OptimizerType::OneBitAdam); }
 TEST(OneBitReference, ZeroOneAdamMatchesDeepSpeedsAlgorithm) { run_case(OptimizerType::ZeroOneAdam); }
 TEST(OneBitReference, OneBitLambMatchesDeepSpeedsAlgorithm) { run_case(OptimizerType::OneBitLamb); }
