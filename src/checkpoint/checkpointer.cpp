@@ -402,9 +402,20 @@ void check_compatible(const EngineStates& p, const Manifest& m, const std::strin
                          path, m.states, to_string(p.optimizer->type()), s));
 }
 
+// zero_optimization.load_from_fp32_weights false (DeepSpeed's _restore_from_bit16_weights, stages
+// 0-2): the master restarts from the 16-bit weights, i.e. the checkpoint's master rounded to the
+// model's dtype (the 16-bit parameters are that rounding). Stage 3 always loads its fp32 partitions,
+// as DeepSpeed's does; with fp32 parameters there is nothing to round.
+bool master_from_16bit(const EngineStates& p) {
+  return !p.config.zero_optimization.load_from_fp32_weights && p.config.zero_optimization.stage != 3 &&
+         p.model_dtype != torch::kFloat32;
+}
+
+void round_to(torch::Tensor& master, torch::ScalarType dtype) { master.copy_(master.to(dtype)); }
+
 // ZeRO-Infinity: fill the swap files sub-group by sub-group, handing each master span to the 16-bit
 // write-back as it goes (finished once every rank has read its slices).
-void read_swapped(const EngineStates& p, SliceReader& reader, const Manifest& m, bool with_states) {
+void read_swapped(const EngineStates& p, SliceReader& reader, const Manifest& m, bool with_states, bool from_16bit) {
   zero::FlatOptimizer& opt = *p.optimizer;
   std::vector<std::string> names{kMasterState};
   for (const auto& n : opt.state_names()) names.push_back(n);
@@ -426,6 +437,7 @@ void read_swapped(const EngineStates& p, SliceReader& reader, const Manifest& m,
       for (size_t j = 0; j < (with_states ? names.size() : 1); ++j)
         reader.read(names[j], e, slot.param_offset + (lo - slot.offset), hi - lo, buf[j].data_ptr<float>() + (lo - sp.offset));
     }
+    if (from_16bit) round_to(buf[0], p.model_dtype);
     std::vector<const float*> ptrs;
     for (const auto& t : buf) ptrs.push_back(t.data_ptr<float>());
     opt.write_sub_group(int64_t(k), ptrs);
@@ -494,8 +506,10 @@ std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const 
     check_compatible(p, m, path, options, state_names);
     torch::NoGradGuard no_grad;
     SliceReader reader(path, m);
-    if (swapped) read_swapped(p, reader, m, with_states);
+    if (swapped) read_swapped(p, reader, m, with_states, master_from_16bit(p));
     else masters = read_flat(p, reader, m, state_names);
+    if (master_from_16bit(p))
+      for (auto& master : masters) round_to(master, p.model_dtype);
     read_module_tensors(p, reader, m, path, options.load_module_strict);
     if (!options.load_module_only) {
       torch::Tensor rng = reader.rng_state(p.comm.rank() % m.dp_world_size);

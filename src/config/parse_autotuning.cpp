@@ -11,9 +11,11 @@ AutotuningModelInfo read_model_info(SectionReader& top) {
   SectionReader s(top.ctx(), top.raw("model_info"), top.key_path("model_info"), UnknownKeys::Warn);
   AutotuningModelInfo m;
   s.read("profile", m.profile);
-  s.read("num_params", m.num_params, kPositive);
-  s.read("hidden_size", m.hidden_size, kPositive);
-  s.read("num_layers", m.num_layers, kPositive);
+  for (auto [key, field] : {std::pair{"num_params", &m.num_params}, std::pair{"hidden_size", &m.hidden_size},
+                            std::pair{"num_layers", &m.num_layers}})
+    if (s.read(key, *field, kPositive))
+      warn_no_effect(s.ctx(), s.key_path(key), std::to_string(**field),
+                     "ds-autotune measures the model in its profiling run instead of taking its size from here");
   s.finish();
   return m;
 }
@@ -60,9 +62,13 @@ void parse_autotuning(SectionReader& top, Config& cfg) {
   }
   if (const Json* m = s.raw("model_info"); m != nullptr && !m->is_null()) c.model_info = read_model_info(s);
   s.read("model_info_path", c.model_info_path);
-  s.read("mp_size", c.mp_size, kPositive);
+  if (s.read("mp_size", c.mp_size, kPositive) && c.mp_size != 1)
+    warn_no_effect(s.ctx(), "autotuning.mp_size", std::to_string(c.mp_size),
+                   "the experiments' model-parallel size is the config's tensor_parallel.autotp_size");
   s.read("max_train_batch_size", c.max_train_batch_size, kPositive);
-  s.read("min_train_batch_size", c.min_train_batch_size, kPositive);
+  if (s.read("min_train_batch_size", c.min_train_batch_size, kPositive) && c.min_train_batch_size != 1)
+    warn_no_effect(s.ctx(), "autotuning.min_train_batch_size", std::to_string(c.min_train_batch_size),
+                   "the micro-batch range starts at min_train_micro_batch_size_per_gpu");
   s.read("max_train_micro_batch_size_per_gpu", c.max_train_micro_batch_size_per_gpu, kPositive);
   s.read("min_train_micro_batch_size_per_gpu", c.min_train_micro_batch_size_per_gpu, kPositive);
   if (c.min_train_micro_batch_size_per_gpu > c.max_train_micro_batch_size_per_gpu)

@@ -40,6 +40,10 @@ void parse_activation_checkpointing(SectionReader& top, Config& cfg) {
   if (c.contiguous_memory_optimization && (!c.partition_activations || !c.number_checkpoints)) {
     s.ctx().warn("activation_checkpointing.contiguous_memory_optimization: needs partition_activations and "
                  "number_checkpoints; DeepSpeed's checkpointing.configure() would reject this");
+  } else if (c.contiguous_memory_optimization) {
+    warn_no_effect(s.ctx(), s.key_path("contiguous_memory_optimization"), "true",
+                   "the saved inputs are the previous segments' outputs, kept as they are, not copied into "
+                   "preallocated buffers");
   }
   s.finish();
 }
@@ -113,10 +117,17 @@ void parse_checkpoint(SectionReader& top, Config& cfg) {
   s.read_enum("tag_validation", c.tag_validation,
               {{"Warn", TagValidation::Warn}, {"Ignore", TagValidation::Ignore}, {"Fail", TagValidation::Fail}},
               /*case_insensitive=*/true);
-  s.read("load_universal", c.load_universal);
-  s.read("use_node_local_storage", c.use_node_local_storage);
+  if (s.read("load_universal", c.load_universal) && c.load_universal)
+    warn_no_effect(s.ctx(), s.key_path("load_universal"), "true",
+                   "every checkpoint loads at any world size, stage, TP size and number of pipeline stages "
+                   "already (no ds_to_universal conversion needed)");
+  if (s.read("use_node_local_storage", c.use_node_local_storage) && c.use_node_local_storage)
+    warn_no_effect(s.ctx(), s.key_path("use_node_local_storage"), "true",
+                   "every rank writes its pieces into the one checkpoint directory, which all hosts must see");
   SectionReader pw(top.ctx(), s.raw("parallel_write"), "checkpoint.parallel_write", UnknownKeys::Warn);
-  pw.read("pipeline_stage", c.parallel_write.pipeline_stage);
+  if (pw.read("pipeline_stage", c.parallel_write.pipeline_stage) && c.parallel_write.pipeline_stage)
+    warn_no_effect(pw.ctx(), pw.key_path("pipeline_stage"), "true",
+                   "every pipeline stage writes its own pieces in parallel already");
   pw.finish();
   s.finish();
 }

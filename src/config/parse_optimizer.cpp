@@ -130,7 +130,11 @@ void read_params(SectionReader& p, OptimizerType type, OptimizerParams& o) {
   }
   if (adam) {
     p.read("adam_w_mode", o.adam_w_mode);
-    p.read("torch_adam", o.torch_adam);
+    if (p.read("torch_adam", o.torch_adam) && o.torch_adam)
+      warn_no_effect(p.ctx(), p.key_path("torch_adam"), "true",
+                     "Adam and AdamW run deepspeed.cpp's kernels (DeepSpeed's fused / CPU-Adam arithmetic, which "
+                     "torch.optim's differs from in rounding only); unlike DeepSpeed's torch AdamW, weight_decay stays "
+                     "0 unless given");
   }
   if (lamb) {
     p.read("max_coeff", o.max_coeff, kNonNegativeReal);

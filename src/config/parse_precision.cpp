@@ -41,6 +41,10 @@ void parse_bf16(SectionReader& top, Bf16Config& c) {
   SectionReader s(top.ctx(), top.raw("bf16"), "bf16", UnknownKeys::Warn);
   s.read("enabled", c.enabled);
   s.read("immediate_grad_update", c.immediate_grad_update);
+  if (c.immediate_grad_update)
+    warn_no_effect(top.ctx(), s.key_path("immediate_grad_update"), "true",
+                   "each micro-batch's bf16 gradients are added into an fp32 accumulator already (set "
+                   "data_types.grad_accum_dtype to choose another), so the accumulation is the same");
   s.alias("check_grad_overflow", "check_overflow", /*deprecated=*/true);
   if (s.read("check_grad_overflow", c.check_grad_overflow) && !c.check_grad_overflow && c.enabled) {
     top.ctx().warn(s.key_path("check_grad_overflow") +

@@ -34,5 +34,11 @@ void warn_about_auto_values(ParseContext& ctx);
 
 // "<path> is parsed but not supported by deepspeed.cpp yet; ignored" (+ detail).
 void warn_unsupported(ParseContext& ctx, const std::string& path, const std::string& detail = "");
+// "<path>: <value> has no effect in deepspeed.cpp: <what>": a key whose non-default value changes
+// nothing here (a switch of DeepSpeed's Python implementation, a GPU-only setting), said so the
+// setting is not mistaken for one in force; `what` says what deepspeed.cpp does instead.
+void warn_no_effect(ParseContext& ctx, const std::string& path, const std::string& value, const std::string& what);
+// The same for a key whose JSON value is not DeepSpeed's "off" (absent, null, false, 0, "", {}, []).
+void warn_no_effect_if_given(SectionReader& s, std::string_view key, const std::string& what);
 
 }  // namespace ds::config_detail

@@ -17,6 +17,18 @@ void warn_unsupported(ParseContext& ctx, const std::string& path, const std::str
            (detail.empty() ? "" : " (" + detail + ")"));
 }
 
+void warn_no_effect(ParseContext& ctx, const std::string& path, const std::string& value, const std::string& what) {
+  ctx.warn(path + ": " + value + " has no effect in deepspeed.cpp: " + what);
+}
+
+void warn_no_effect_if_given(SectionReader& s, std::string_view key, const std::string& what) {
+  const Json* v = s.take(key);
+  if (v == nullptr || v->is_null() || (v->is_boolean() && !v->get<bool>()) || (v->is_number() && *v == 0) ||
+      (v->is_string() && v->get<std::string>().empty()) || (v->is_structured() && v->empty()))
+    return;
+  warn_no_effect(s.ctx(), s.key_path(key), v->dump(), what);
+}
+
 namespace {
 
 // The sizes that divide the world before the triple (DeepSpeedConfig's world_size): top-level
@@ -44,16 +56,22 @@ ParallelSizes read_parallel_sizes(SectionReader& top) {
                                     "spelling of the same size); give one of them",
                                     autotp, legacy_size));
   }
-  for (const char* k : {"tp_grain_size", "mpu", "tp_group"}) legacy.mark_known(k);
+  for (const char* k : {"tp_grain_size", "mpu", "tp_group"})
+    warn_no_effect_if_given(legacy, k, "AutoTP splits by its built-in policy over the topology's model group");
   legacy.finish();
   s.autotp_size = autotp == 0 ? 1 : int(autotp);
   // TPTrainingConfig's other keys only matter with autotp_size > 1.
-  tp.read("tp_overlap_comm", s.tp_overlap_comm);
+  if (tp.read("tp_overlap_comm", s.tp_overlap_comm) && s.tp_overlap_comm && s.autotp_size == 1)
+    top.ctx().warn("tensor_parallel.tp_overlap_comm has no effect without tensor_parallel.autotp_size > 1");
   if (tp.read("vocab_parallel", s.vocab_parallel) && s.vocab_parallel && s.autotp_size == 1)
     top.ctx().warn("tensor_parallel.vocab_parallel has no effect without tensor_parallel.autotp_size > 1");
+  // DeepSpeed's inference-side and policy keys: AutoTP here splits by its built-in policy, in the
+  // training dtype (fp16 / bf16 sections), with no kernel injection.
   for (const char* k : {"dtype", "injection_policy_tuple", "partition_config", "preset_model", "keep_module_on_host",
                         "replace_with_kernel_inject", "kernel_inject"})
-    tp.mark_known(k);
+    warn_no_effect_if_given(tp, k,
+                            "AutoTP splits by its built-in policy (docs/parallel.md), in the fp16 / bf16 sections' "
+                            "dtype, without kernel injection");
   tp.finish();
 
   // DeepSpeed keeps "pipeline" as a free-form dict ({"stages": "auto", "partition": "best", ...}).
@@ -242,9 +260,12 @@ void parse_top_scalars(SectionReader& top, Config& cfg) {
   top.read("prescale_gradients", cfg.prescale_gradients);
   top.read("gradient_predivide_factor", cfg.gradient_predivide_factor, RealRange{0.0, INFINITY, true});
   top.read("wall_clock_breakdown", cfg.wall_clock_breakdown);
-  top.read("memory_breakdown", cfg.memory_breakdown);
-  top.read("dump_state", cfg.dump_state);
-  top.read("sparse_gradients", cfg.sparse_gradients);
+  top.read("memory_breakdown", cfg.memory_breakdown);  // a memory line every steps_per_print steps
+  if (top.read("dump_state", cfg.dump_state) && cfg.dump_state)
+    warn_no_effect(top.ctx(), "dump_state", "true", "use ds-report --config to print every resolved value");
+  if (top.read("sparse_gradients", cfg.sparse_gradients) && cfg.sparse_gradients)
+    warn_no_effect(top.ctx(), "sparse_gradients", "true",
+                   "embedding gradients are dense here and are reduced with the other gradients");
   top.read("disable_allgather", cfg.disable_allgather);
   top.read("zero_allow_untested_optimizer", cfg.zero_allow_untested_optimizer);
   top.read("zero_force_ds_cpu_optimizer", cfg.zero_force_ds_cpu_optimizer);

@@ -55,8 +55,11 @@ void parse_offload_param(SectionReader& z, OffloadParamConfig& c) {
   s.read("nvme_path", c.nvme_path);
   s.read("buffer_count", c.buffer_count, kNonNegative);
   s.read("buffer_size", c.buffer_size, kNonNegative);
-  s.read("max_in_cpu", c.max_in_cpu, kNonNegative);
-  s.read("pin_memory", c.pin_memory);
+  if (s.read("max_in_cpu", c.max_in_cpu, kNonNegative) && c.device == OffloadDevice::Nvme &&
+      c.max_in_cpu != OffloadParamConfig{}.max_in_cpu)
+    warn_no_effect(s.ctx(), s.key_path("max_in_cpu"), std::to_string(c.max_in_cpu),
+                   "every swappable parameter shard goes to NVMe (docs/offload.md)");
+  s.read("pin_memory", c.pin_memory);  // host buffers for a GPU's copies: nothing to pin on a CPU build
   s.finish();
 }
 
@@ -69,7 +72,9 @@ bool parse_offload_optimizer(SectionReader& z, OffloadOptimizerConfig& c) {
   s.read("pin_memory", c.pin_memory);
   s.read("pipeline_read", c.pipeline_read);
   s.read("pipeline_write", c.pipeline_write);
-  s.read("fast_init", c.fast_init);
+  if (s.read("fast_init", c.fast_init) && c.fast_init && c.device == OffloadDevice::Nvme)
+    warn_no_effect(s.ctx(), s.key_path("fast_init"), "true",
+                   "the swap files are filled sub-group by sub-group from the parameters already");
   s.read("ratio", c.ratio, kUnitInterval);
   // Newer DeepSpeed keys (Superchip offload): accepted by name, not implemented.
   for (const char* k : {"super_offload", "convert_grad_on_cpu", "cpuadam_cores_perc"}) {
@@ -94,6 +99,40 @@ void parse_loco(SectionReader& z, std::optional<LocoParamConfig>& out) {
 
 void warn_if_set(SectionReader& z, const char* key, bool set) {
   if (set) warn_unsupported(z.ctx(), z.key_path(key));
+}
+
+// Switches of DeepSpeed's Python implementation that have no counterpart here: the numbers are the
+// same either way, so a non-default value warns once, naming what deepspeed.cpp does instead.
+void warn_no_effect_keys(SectionReader& z, const ZeroConfig& c) {
+  auto no_effect = [&](const char* key, bool set, const std::string& value, const char* what) {
+    if (set) warn_no_effect(z.ctx(), z.key_path(key), value, what);
+  };
+  no_effect("contiguous_gradients", !c.contiguous_gradients, "false",
+            "gradients always accumulate in one flat buffer per parameter group");
+  no_effect("allgather_partitions", !c.allgather_partitions, "false",
+            "stages 1-2 always gather the updated partitions with all-gathers (DeepSpeed's false broadcasts each "
+            "rank's partition instead; the parameters are the same)");
+  no_effect("use_multi_rank_bucket_allreduce", !c.use_multi_rank_bucket_allreduce, "false",
+            "each gradient bucket is reduced once, by reduce, reduce-scatter or all-reduce as its owners and "
+            "reduce_scatter say; the sums are the same");
+  no_effect("elastic_checkpoint", c.elastic_checkpoint && c.stage != 3, "true",
+            "checkpoints always load at any data-parallel size, stage or offload (docs/checkpoint.md)");
+  no_effect("ignore_unused_parameters", !c.ignore_unused_parameters, "false",
+            "a trainable parameter that takes no part in the loss is not reported; its gradient is zero and it "
+            "is stepped as such (weight decay still applies)");
+  no_effect("override_module_apply", !c.override_module_apply, "false",
+            "stage 3 partitions a C++ module after it is built, without patching Module.apply");
+  no_effect("pipeline_loading_checkpoint", c.pipeline_loading_checkpoint, "true",
+            "stage-3 checkpoints load the same way with and without pipeline stages");
+  no_effect("enable_sanity_checks", c.enable_sanity_checks, "true",
+            "deepspeed.cpp has no optional stage-3 self-checks to enable");
+  no_effect("use_all_reduce_for_fetch_params", c.use_all_reduce_for_fetch_params, "true",
+            "stage 3 fetches parameters with all-gathers (DeepSpeed's true all-reduces a zero-padded buffer "
+            "instead; the parameters are the same)");
+  no_effect("module_granularity_threshold", c.module_granularity_threshold > 0,
+            std::to_string(c.module_granularity_threshold),
+            "stage 3 fetches parameters per LayerList layer, never per small module, so there are no "
+            "fine-grained modules to group into leaves");
 }
 
 }  // namespace
@@ -236,6 +275,12 @@ void parse_zero(SectionReader& top, Config& cfg) {
                  ": ZeRO-3 elastic checkpointing is deprecated and no longer supported. Use Universal "
                  "Checkpointing instead.");
   }
+  if (c.stage == 3 && !c.load_from_fp32_weights) {
+    z.ctx().warn(z.key_path("load_from_fp32_weights") +
+                 ": false is ignored at stage 3, as DeepSpeed ignores it there: stage 3 always loads its fp32 "
+                 "partitions from the checkpoint (stages 0-2 restart the fp32 master from the 16-bit weights)");
+  }
+  warn_no_effect_keys(z, c);
 }
 
 }  // namespace ds::config_detail

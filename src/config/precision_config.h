@@ -22,7 +22,7 @@ struct LossScalerArgs {
 
 struct Fp16Config {
   bool enabled = false;
-  bool auto_cast = false;               // cast floating inputs of forward() to half
+  bool auto_cast = false;               // ModelEngine::forward casts floating tensor inputs to the compute dtype
   double loss_scale = 0;                // 0 = dynamic, > 0 = static scale
   int64_t initial_scale_power = 16;     // dynamic scale starts at 2^initial_scale_power
   int64_t loss_scale_window = 1000;

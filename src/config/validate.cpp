@@ -85,6 +85,10 @@ void validate_config(ParseContext& ctx, Config& cfg) {
                       "true with ZeRO stage " + std::to_string(z.stage) +
                           ": Fp16_master_weights_and_grads is only supported with ZeRO Stage 2 for now.");
   }
+  // DeepSpeed splits the saved inputs over the model-parallel group; here each rank keeps them whole.
+  if (cfg.activation_checkpointing.partition_activations && cfg.parallel_sizes.autotp_size > 1)
+    warn_unsupported(ctx, "activation_checkpointing.partition_activations",
+                     "under AutoTP each rank keeps its checkpointed segments' saved inputs whole");
   // What this build cannot run is refused here too, so ds-report --config refuses what the engine would.
   check_engine_support(cfg);
   if (cfg.optimizer) {

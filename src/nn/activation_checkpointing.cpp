@@ -174,7 +174,7 @@ ActivationCheckpointing::ActivationCheckpointing(const ActivationCheckpointingCo
   }
   if (config_.partition_activations)
     log::info("activation_checkpointing.partition_activations: splits saved inputs over the tensor-parallel group "
-              "in DeepSpeed; deepspeed.cpp has no tensor parallelism, so each rank keeps its inputs whole");
+              "in DeepSpeed; deepspeed.cpp keeps each rank's saved inputs whole (under AutoTP too)");
   log::info("activation checkpointing: {} layers in {} checkpointed segments{}", num_layers_, segments_.size(),
             config_.cpu_checkpointing ? ", inputs kept in host memory" : "");
 }

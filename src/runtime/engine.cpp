@@ -221,6 +221,10 @@ const parallel::Topology& Engine::topology() const { return *p_->topology; }
 const Config& Engine::config() const { return *p_->config; }
 torch::Device Engine::device() const { return p_->device; }
 const zero::DtypePlan& Engine::dtypes() const { return p_->dtypes; }
+std::optional<torch::ScalarType> Engine::auto_cast_dtype() const {
+  if (!config().fp16.enabled || !config().fp16.auto_cast) return std::nullopt;
+  return p_->dtypes.compute;
+}
 const zero::ZeroPlan& Engine::zero_plan() const { return p_->zero; }
 zero::ModelStates& Engine::model_states() { return *p_->states; }
 const zero::ModelStates& Engine::model_states() const { return *p_->states; }

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <concepts>
+#include <deque>
 #include <type_traits>
 #include <memory>
 #include <optional>
@@ -128,6 +129,10 @@ class Engine {
   // Called around the user's forward by ModelEngine::forward.
   void before_forward();
   void after_forward();
+  // fp16.auto_cast (DeepSpeed's _cast_inputs_half): the dtype ModelEngine::forward casts floating
+  // tensor arguments to, the module's compute dtype (half where it computes in fp16, as in DeepSpeed;
+  // fp32 where the engine computes an fp16 model in fp32); nullopt without it.
+  std::optional<torch::ScalarType> auto_cast_dtype() const;
   // Under AutoTP and Ulysses, every rank of a tensor- or sequence-parallel group must be given the
   // same batch: ModelEngine checks the forward's tensor arguments (one small all-reduce per group;
   // ds::Error naming the argument).
@@ -172,6 +177,21 @@ nn::LayerList* layer_list_of(M& model) {
   return nullptr;
 }
 
+namespace detail {
+// `a` itself, or for a floating tensor of another dtype than `to` a cast copy kept in `cast` (alive
+// through the forward), with `a`'s value category.
+template <class A>
+A&& cast_input(A&& a, std::optional<torch::ScalarType> to, std::deque<torch::Tensor>& cast) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<A>, torch::Tensor>) {
+    if (to && a.defined() && a.is_floating_point() && a.scalar_type() != *to) {
+      cast.push_back(a.to(*to));
+      return static_cast<A&&>(cast.back());
+    }
+  }
+  return static_cast<A&&>(a);
+}
+}  // namespace detail
+
 // The engine for a concrete module type: forward() forwards any arguments to M::forward.
 template <class M>
 class ModelEngine : public Engine {
@@ -190,7 +210,9 @@ class ModelEngine : public Engine {
       check_forward_inputs(tensors);
     }
     before_forward();
-    auto out = model_->forward(std::forward<Args>(args)...);
+    std::deque<torch::Tensor> cast;
+    const auto to = auto_cast_dtype();
+    auto out = model_->forward(detail::cast_input(std::forward<Args>(args), to, cast)...);
     after_forward();
     return out;
   }

@@ -175,7 +175,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
              p.topology->pipe().size()};
   }
   p.telemetry = std::make_unique<StepTelemetry>(c, p.topology->rank(), p.topology->world_size(), module, p.device,
-                                                p.states.get(), p.optimizer.get(), place);
+                                                p.states.get(), p.optimizer.get(), place, p.ledger.get());
   // Activation checkpointing wraps the LayerList's walk (docs/activation_checkpointing.md); it
   // composes with stage 3's hooks, which gather a segment's parameters before its recompute.
   if (nn::activation_checkpointing_requested(c)) {

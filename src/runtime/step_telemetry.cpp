@@ -14,9 +14,10 @@
 namespace ds {
 
 StepTelemetry::StepTelemetry(const Config& config, int rank, int world, torch::nn::Module& module, torch::Device device,
-                             zero::ModelStates* states, zero::FlatOptimizer* optimizer, ProfilePlace place)
+                             zero::ModelStates* states, zero::FlatOptimizer* optimizer, ProfilePlace place,
+                             const MemoryLedger* ledger)
     : config_(config), world_(world), device_(device), states_(states), optimizer_(optimizer),
-      monitor_(monitor_options(config, rank)), place_(place) {
+      monitor_(monitor_options(config, rank)), place_(place), ledger_(ledger) {
   if (config.flops_profiler.enabled && place.profiles)
     flops_profiler_ = std::make_unique<profiling::FlopsProfiler>(module);
 }
@@ -56,7 +57,19 @@ void StepTelemetry::boundary_reached(const StepSnapshot& s) {
   const auto every = config_.steps_per_print;
   if (!every || *every <= 0 || (s.global_steps + 1) % *every != 0) return;
   log_progress(s);
+  if (config_.memory_breakdown) log_memory();
   report_swap_phase();
+}
+
+void StepTelemetry::log_memory() const {
+  // DeepSpeed's see_memory_usage line, in this engine's terms: the process and its model states by tier.
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::string states = "no ledger";
+  if (ledger_)
+    states = fmt::format("device {:.1f} MB, cpu {:.1f} MB, nvme {:.1f} MB", ledger_->tier_total(Tier::Device) / kMiB,
+                         ledger_->tier_total(Tier::Cpu) / kMiB, ledger_->tier_total(Tier::Nvme) / kMiB);
+  log::info("memory: RSS {:.1f} MB (peak {:.1f} MB); model states {}", double(current_rss_bytes()) / kMiB,
+            double(peak_rss_bytes()) / kMiB, states);
 }
 
 void StepTelemetry::step_finished(bool boundary, const StepSnapshot& s) {

@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "profiling/flops_profiler.h"
 #include "profiling/monitor_master.h"
+#include "util/memory_ledger.h"
 #include "zero/flat_optimizer.h"
 #include "zero/model_states.h"
 
@@ -46,8 +47,10 @@ class StepTelemetry {
     int stage = -1;
     int stages = 1;
   };
+  // `ledger` (may be null) is read for memory_breakdown's line.
   StepTelemetry(const Config& config, int rank, int world, torch::nn::Module& module, torch::Device device,
-                zero::ModelStates* states, zero::FlatOptimizer* optimizer, ProfilePlace place);
+                zero::ModelStates* states, zero::FlatOptimizer* optimizer, ProfilePlace place,
+                const MemoryLedger* ledger = nullptr);
 
   void forward_started(int64_t global_steps);  // starts the flops profiler at profile_step
   void forward_finished();
@@ -68,6 +71,7 @@ class StepTelemetry {
  private:
   using Clock = std::chrono::steady_clock;
   void report_swap_phase();
+  void log_memory() const;  // memory_breakdown: RSS and the ledger's tiers, every steps_per_print steps
   void log_timings(bool boundary) const;
   void log_throughput(const StepSnapshot& s, double step_seconds);
   void write_step_events(const StepSnapshot& s);
@@ -81,6 +85,7 @@ class StepTelemetry {
   MonitorMaster monitor_;
   std::unique_ptr<profiling::FlopsProfiler> flops_profiler_;  // ProfilePlace::profiles, flops_profiler.enabled
   ProfilePlace place_;
+  const MemoryLedger* ledger_;
   bool flops_profile_active_ = false;                         // this global step is profile_step
   // Milliseconds: this micro-step, and summed over this global step.
   double fwd_ = 0, bwd_ = 0, step_ = 0, fwd_sum_ = 0, bwd_sum_ = 0, step_sum_ = 0;

@@ -146,12 +146,14 @@ void ParamCoordinator::end_pass() {
     for (size_t id : ids) params_.release(id);
   if (!order_recorded_) {
     record_trace();
-  } else if (order_ != first_order_ && !order_warned_) {
+  } else if (order_ != first_order_ && (!order_warned_ || zero_.log_trace_cache_warnings)) {
+    // Once; every time with log_trace_cache_warnings (DeepSpeed's trace-cache invalidation warnings).
     order_warned_ = true;
     log::warn("ZeRO stage 3: layers were fetched in a different order than in the first step "
               "({} fetches, first step {}); prefetching follows the layer list, so a changing order "
-              "costs gathers but not correctness",
-              order_.size(), first_order_.size());
+              "costs gathers but not correctness{}",
+              order_.size(), first_order_.size(),
+              zero_.log_trace_cache_warnings ? "" : " (said once; log_trace_cache_warnings: every time)");
   }
   order_.clear();
 }

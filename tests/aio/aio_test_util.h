@@ -1,8 +1,7 @@
-// Shared helpers for aio_tests: scratch folders, byte patterns, a log capture, and running a
+// Shared helpers for aio_tests: scratch folders, byte patterns, a log capture (tests/log_capture.h), and running a
 // check in a forked child (for seccomp filters, dropped privileges and other process-wide state).
 #pragma once
 
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "../log_capture.h"
 #include "util/logging.h"
 
 namespace ds::aio::test {
@@ -52,32 +52,7 @@ inline void fill_pattern(std::byte* p, int64_t n, uint32_t seed) {
   }
 }
 
-// Captures what ds::log writes while alive.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    ds::log::logger().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = ds::log::logger().sinks();
-    for (auto it = sinks.begin(); it != sinks.end(); ++it)
-      if (*it == sink_) {
-        sinks.erase(it);
-        break;
-      }
-  }
-  std::string text() const { return out_.str(); }
-  int count(const std::string& needle) const {
-    const std::string t = text();
-    int n = 0;
-    for (size_t pos = t.find(needle); pos != std::string::npos; pos = t.find(needle, pos + 1)) ++n;
-    return n;
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
+using ds::test::LogCapture;
 
 // Runs `body` in a forked child and returns its exit status (0 = success). Anything that changes
 // process-wide state irreversibly (seccomp, setuid) happens there.

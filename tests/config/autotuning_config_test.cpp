@@ -2,6 +2,8 @@
 // read and checked, the experiment marker ds-autotune writes, and the refusals named by key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "config_test_util.h"
 
 namespace ds {
@@ -43,7 +45,13 @@ TEST(AutotuningConfig, EveryKeyIsRead) {
       "max_train_batch_size": 64, "min_train_batch_size": 2, "max_train_micro_batch_size_per_gpu": 16,
       "min_train_micro_batch_size_per_gpu": 2, "num_tuning_micro_batch_sizes": 4})");
   const AutotuningConfig& a = c.autotuning;
-  EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+  // Read, and said to have no effect: ds-autotune profiles the model and takes the TP size from the config.
+  EXPECT_EQ(c.warnings.size(), 5u) << c.warnings.front();
+  for (const char* key : {"mp_size: 2", "min_train_batch_size: 2", "model_info.num_params: 1000",
+                          "model_info.hidden_size: 64", "model_info.num_layers: 2"})
+    EXPECT_TRUE(std::any_of(c.warnings.begin(), c.warnings.end(), [&](const std::string& w) {
+      return w.rfind(std::string("autotuning.") + key + " has no effect", 0) == 0;
+    })) << key;
   EXPECT_TRUE(a.enabled);
   EXPECT_FALSE(a.fast);
   EXPECT_EQ(a.results_dir, "r");

@@ -144,6 +144,62 @@ TEST(Validation, LegacyStage1WarnsAndIsIgnored) {
                                 "removed from DeepSpeed, which still accepts the key and ignores it; remove it");
 }
 
+// Switches of DeepSpeed's Python implementation with no counterpart here: a non-default value warns
+// once each, naming what deepspeed.cpp does; DeepSpeed's defaults say nothing.
+TEST(Validation, ImplementationSwitchesWithoutEffectWarnWhenChanged) {
+  const Config c = test::load(with_batch(R"("zero_optimization": {"stage": 2, "contiguous_gradients": false,
+      "allgather_partitions": false, "use_multi_rank_bucket_allreduce": false, "elastic_checkpoint": true,
+      "ignore_unused_parameters": false, "override_module_apply": false, "pipeline_loading_checkpoint": true,
+      "enable_sanity_checks": true, "use_all_reduce_for_fetch_params": true, "module_granularity_threshold": 5,
+      "load_from_fp32_weights": false})"));
+  for (const char* key : {"contiguous_gradients: false", "allgather_partitions: false",
+                          "use_multi_rank_bucket_allreduce: false", "elastic_checkpoint: true",
+                          "ignore_unused_parameters: false", "override_module_apply: false",
+                          "pipeline_loading_checkpoint: true", "enable_sanity_checks: true",
+                          "use_all_reduce_for_fetch_params: true", "module_granularity_threshold: 5"})
+    EXPECT_TRUE(test::has_warning(c, "zero_optimization." + std::string(key) + " has no effect in deepspeed.cpp: "))
+        << key;
+  EXPECT_EQ(c.warnings.size(), 10u) << "load_from_fp32_weights false is honoured at stage 2";
+  EXPECT_TRUE(test::load(with_batch(R"("zero_optimization": {"stage": 2})")).warnings.empty());
+  // Stage 3 always loads its fp32 partitions, as DeepSpeed's does.
+  const Config s3 = test::load(with_batch(R"("zero_optimization": {"stage": 3, "load_from_fp32_weights": false})"));
+  EXPECT_TRUE(test::has_warning(s3, "zero_optimization.load_from_fp32_weights: false is ignored at stage 3"));
+}
+
+// The same outside zero_optimization: DeepSpeed keys whose non-default value changes nothing here.
+TEST(Validation, OtherSectionsKeysWithoutEffectWarnWhenChanged) {
+  const Config c = test::load(R"({"train_batch_size": 8, "sequence_parallel_size": 1,
+      "bf16": {"enabled": true, "immediate_grad_update": true},
+      "optimizer": {"type": "AdamW", "params": {"torch_adam": true}},
+      "checkpoint": {"load_universal": true, "use_node_local_storage": true, "parallel_write": {"pipeline_stage": true}},
+      "dump_state": true, "sparse_gradients": true, "memory_breakdown": true,
+      "tensor_parallel": {"autotp_size": 1, "tp_overlap_comm": true, "preset_model": "llama", "kernel_inject": false},
+      "activation_checkpointing": {"partition_activations": true, "number_checkpoints": 2,
+                                   "contiguous_memory_optimization": true},
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "fast_init": true},
+                            "offload_param": {"device": "nvme", "nvme_path": "/tmp", "max_in_cpu": 5}},
+      "autotuning": {"mp_size": 2, "min_train_batch_size": 4, "model_info": {"num_params": 100},
+                     "arg_mappings": {"train_micro_batch_size_per_gpu": "--batch"}}})");
+  for (const char* key : {"bf16.immediate_grad_update: true", "optimizer.params.torch_adam: true",
+                          "checkpoint.load_universal: true", "checkpoint.use_node_local_storage: true",
+                          "checkpoint.parallel_write.pipeline_stage: true", "dump_state: true", "sparse_gradients: true",
+                          "tensor_parallel.preset_model: \"llama\"",
+                          "activation_checkpointing.contiguous_memory_optimization: true",
+                          "zero_optimization.offload_optimizer.fast_init: true",
+                          "zero_optimization.offload_param.max_in_cpu: 5", "autotuning.mp_size: 2",
+                          "autotuning.min_train_batch_size: 4", "autotuning.model_info.num_params: 100"})
+    EXPECT_TRUE(test::has_warning(c, std::string(key) + " has no effect in deepspeed.cpp: ")) << key;
+  EXPECT_TRUE(test::has_warning(c, "tensor_parallel.tp_overlap_comm has no effect without"));
+  // Implemented, so silent: memory_breakdown (a memory line), arg_mappings (ds-autotune's commands),
+  // kernel_inject false (DeepSpeed's "off"); partition_activations is DeepSpeed's no-op without AutoTP.
+  for (const char* quiet : {"memory_breakdown", "arg_mappings", "kernel_inject", "partition_activations"})
+    EXPECT_FALSE(test::has_warning(c, quiet)) << quiet;
+  EXPECT_EQ(c.warnings.size(), 15u);
+  const Config tp = test::load(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2},
+      "activation_checkpointing": {"partition_activations": true}})", 2);
+  EXPECT_TRUE(test::has_warning(tp, "activation_checkpointing.partition_activations is parsed but not supported"));
+}
+
 TEST(Validation, UnknownKeyInStrictSectionsIsAnError) {
   EXPECT_CONFIG_ERROR(with_batch(R"("zero_optimization": {"stage": 2, "reduce_bucket_sise": 100})"),
                       "zero_optimization.reduce_bucket_sise: unknown key (did you mean \"reduce_bucket_size\"?)",

@@ -165,6 +165,45 @@ INSTANTIATE_TEST_SUITE_P(Stages, Resume,
                                            Mode{3, Offload::Infinity}),
                          [](const auto& info) { return mode_name(info.param); });
 
+// zero_optimization.load_from_fp32_weights false (DeepSpeed's _restore_from_bit16_weights): at stages
+// 0-2 the fp32 master restarts from the 16-bit weights, i.e. the checkpoint's master rounded to bf16;
+// by default, and at stage 3 (as DeepSpeed), it is the checkpoint's fp32 master bit for bit.
+TEST(Checkpoint, LoadFromFp32WeightsFalseRestartsTheMasterFromTheBf16Weights) {
+  auto data = corpus();
+  models::BatchSampler sampler(data, 32, kSeed);
+  auto shared = comm::make_communicator(comm::Backend::Auto);
+  for (int stage : {0, 2, 3}) {
+    auto cfg = [&](const char* extra) {
+      return nlohmann::json::parse(config_text(
+          2, 1,
+          fmt::format(R"(, "bf16": {{"enabled": true}},
+                         "zero_optimization": {{"stage": {}, "stage3_param_persistence_threshold": 0 {}}})",
+                      stage, extra)));
+    };
+    SharedDir dir(*shared, fmt::format("fp32_weights_{}", stage));
+    std::vector<torch::Tensor> saved;
+    {
+      auto first = initialize(make_model(), cfg(""));
+      train_steps(first, sampler, 0, 3);
+      first.save_checkpoint(dir.path, "");
+      for (size_t g = 0; g < first.optimizer()->num_groups(); ++g) saved.push_back(first.optimizer()->master(g).clone());
+    }
+    bool master_below_bf16 = false;  // the trained master holds bits bf16 drops
+    for (const auto& m : saved) master_below_bf16 |= !torch::equal(m, m.to(torch::kBFloat16).to(torch::kFloat32));
+    EXPECT_TRUE(master_below_bf16) << "stage " << stage;
+    for (bool from_fp32 : {true, false}) {
+      auto second = initialize(make_model(kSeed + 1), cfg(from_fp32 ? "" : R"(, "load_from_fp32_weights": false)"));
+      ASSERT_TRUE(second.load_checkpoint(dir.path).has_value());
+      ASSERT_EQ(second.optimizer()->num_groups(), saved.size());
+      for (size_t g = 0; g < saved.size(); ++g) {
+        const torch::Tensor want = from_fp32 || stage == 3 ? saved[g] : saved[g].to(torch::kBFloat16).to(torch::kFloat32);
+        EXPECT_TRUE(torch::equal(second.optimizer()->master(g), want))
+            << "stage " << stage << " load_from_fp32_weights " << from_fp32 << " group " << g;
+      }
+    }
+  }
+}
+
 TEST(CheckpointErrors, NameTheFileAndTheCause) {
   const std::string cfg = config_text(2, 1, R"(, "zero_optimization": {"stage": 2})");
   auto data = corpus();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../log_capture.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
 #include "profiling/event_file_reader.h"
@@ -71,6 +72,30 @@ TEST(EngineMonitors, WriteDeepSpeedsTagsPerStep) {
                           "Train/Samples/elapsed_time_ms_backward", "Train/Samples/elapsed_time_ms_step"})
     EXPECT_EQ(count[tag], 3) << tag;
   fs::remove_all(dir);
+}
+
+// memory_breakdown (DeepSpeed's see_memory_usage lines): a memory line with every steps_per_print
+// progress line, the model states' bytes per tier from the ledger; none without it.
+TEST(EngineMonitors, MemoryBreakdownLogsAMemoryLinePerProgressLine) {
+  for (bool breakdown : {true, false}) {
+    auto data = models::TokenDataset::from_text("the early bird catches the worm, the second mouse gets the cheese. ");
+    models::BatchSampler sampler(data, 8, 1);
+    auto engine = initialize(models::GPT2(models::GPT2Config::preset("tiny")),
+                             nlohmann::json::parse(fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+        "steps_per_print": 2, "memory_breakdown": {}, "optimizer": {{"type": "Adam"}}}})", breakdown)));
+    ds::test::LogCapture log;
+    for (int s = 0; s < 4; ++s) {
+      auto b = sampler.batch(s * 2, 2);
+      engine.backward(engine.forward(b.inputs, b.targets));
+      engine.step();
+    }
+    EXPECT_EQ(log.count(", skipped="), 2);  // the progress lines
+    EXPECT_EQ(log.count("memory: RSS"), breakdown ? 2 : 0);
+    if (breakdown) {
+      const double mb = double(engine.memory().tier_total(Tier::Device)) / (1024.0 * 1024.0);
+      EXPECT_NE(log.text().find(fmt::format("model states device {:.1f} MB", mb)), std::string::npos) << log.text();
+    }
+  }
 }
 
 }  // namespace

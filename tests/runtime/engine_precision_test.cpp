@@ -77,6 +77,36 @@ struct Quad : torch::nn::Module {
   torch::Tensor w;
 };
 
+// fp16.auto_cast (DeepSpeed's _cast_inputs_half): floating tensor arguments reach the module in its
+// compute dtype (fp32 for an fp16 model on this CPU, half where it computes in fp16), integer ones
+// unchanged; without it they arrive as given.
+struct DtypeProbe : torch::nn::Module {
+  DtypeProbe() { w = register_parameter("w", torch::tensor({1.0f, -2.0f, 3.0f})); }
+  torch::Tensor forward(const torch::Tensor& x, torch::Tensor ids) {
+    seen = x.scalar_type();
+    seen_ids = ids.scalar_type();
+    return (w * x.to(w.scalar_type())).sum();
+  }
+  torch::Tensor w;
+  torch::ScalarType seen = torch::kFloat32, seen_ids = torch::kFloat32;
+};
+
+TEST(EnginePrecision, AutoCastCastsFloatingInputsToTheComputeDtype) {
+  for (bool auto_cast : {true, false}) {
+    auto model = std::make_shared<DtypeProbe>();
+    auto engine = initialize(model, load_config_text(std::string(R"({"train_batch_size": 1,
+        "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, "fp16": {"enabled": true, "auto_cast": )") +
+                                                         (auto_cast ? "true" : "false") + "}}",
+                                                     1));
+    const torch::Tensor x = torch::ones({3}, torch::kHalf);
+    engine.backward(engine.forward(x, torch::arange(3)));
+    engine.step();
+    EXPECT_EQ(model->seen, auto_cast ? engine.dtypes().compute : torch::kHalf) << "auto_cast " << auto_cast;
+    EXPECT_EQ(model->seen_ids, torch::kLong);
+    EXPECT_EQ(x.scalar_type(), torch::kHalf) << "the caller's tensor is not changed";
+  }
+}
+
 TEST(EnginePrecision, InfGradientSkipsTheStepAndHalvesTheScale) {
   auto model = std::make_shared<Quad>();
   auto engine = initialize(model, load_config_text(R"({"train_batch_size": 1, "gradient_clipping": 0.0,

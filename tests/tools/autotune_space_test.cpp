@@ -3,6 +3,7 @@
 // micro-batch is the last that fits the budget by the engine's own estimate).
 #include <gtest/gtest.h>
 
+#include "autotune/experiment.h"
 #include "autotune/tuning_space.h"
 #include "util/error.h"
 
@@ -130,6 +131,22 @@ TEST(AutotuneSpace, ProfileFieldsAreNamedWhenMissing) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model_info.json: no \"trainable_num_params\""), std::string::npos);
   }
+}
+
+// autotuning.arg_mappings as DeepSpeed's scheduler applies them: the experiment's value (found at any
+// depth, "auto" skipped) replaces the argument's value, or is appended with it.
+TEST(AutotuneSpace, ArgMappingsPassTheExperimentsValues) {
+  const std::vector<std::string> argv{"ds-run", "train.py", "--per_device_train_batch_size", "8", "--config", "c.json"};
+  const std::map<std::string, std::string> mappings{{"train_micro_batch_size_per_gpu", "--per_device_train_batch_size"},
+                                                    {"gradient_accumulation_steps", "--gradient_accumulation_steps"},
+                                                    {"stage", "--zero_stage"},
+                                                    {"train_batch_size", "--global_batch"}};
+  const Json config = Json::parse(R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+                                      "train_batch_size": "auto", "zero_optimization": {"stage": 3}})");
+  EXPECT_EQ(with_arg_mappings(argv, mappings, config),
+            (std::vector<std::string>{"ds-run", "train.py", "--per_device_train_batch_size", "4", "--config", "c.json",
+                                      "--gradient_accumulation_steps", "2", "--zero_stage", "3"}));
+  EXPECT_EQ(with_arg_mappings(argv, {}, config), argv);
 }
 
 }  // namespace

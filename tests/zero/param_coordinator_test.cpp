@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "../log_capture.h"
 #include "zero/gradient_buckets.h"
 #include "zero_test_env.h"
 
@@ -189,6 +190,32 @@ TEST(ParamCoordinator, KeepsWhatTheTraceReusesWithinMaxReuseDistance) {
       f.layers.forward(input());
     }
     EXPECT_EQ(f.gathered(), (G{false, false, true, false})) << "a no-grad forward keeps nothing";
+  }
+}
+
+// A pass that fetches the layers in another order than the first (here: the list run twice before
+// one backward) is warned once; with stage3 log_trace_cache_warnings (DeepSpeed's trace-cache
+// invalidation warnings) every time.
+TEST(ParamCoordinator, WarnsWhenTheOrderLeavesTheTrace) {
+  for (bool every_time : {false, true}) {
+    ZeroConfig z;
+    z.log_trace_cache_warnings = every_time;
+    Fixture f(z);
+    ds::test::LogCapture log;
+    auto pass = [&](bool twice) {
+      auto out = f.layers.forward(input());
+      if (twice) out = f.layers.forward(out);
+      out.sum().backward();
+      f.coord->end_pass();
+      for (auto& np : f.params) np.param.mutable_grad().reset();
+    };
+    pass(false);  // the trace
+    pass(false);
+    EXPECT_EQ(log.count("different order"), 0);
+    pass(true);
+    pass(true);
+    pass(false);
+    EXPECT_EQ(log.count("different order"), every_time ? 2 : 1) << "log_trace_cache_warnings " << every_time;
   }
 }
 

@@ -103,7 +103,7 @@ Record Autotuner::run(const std::string& name, const std::string& space, const J
   }
   const fs::path config_file = dir / "ds_config.json";
   write_json(config_file, c);
-  const std::vector<std::string> argv = with_config(opt_.command, config_file.string());
+  const std::vector<std::string> argv = with_arg_mappings(with_config(opt_.command, config_file.string()), at_.arg_mappings, c);
   std::ofstream(dir / "cmd.txt") << shell_line(argv) << "\n";
   write_json(fs::path(at_.exps_dir) / (name + ".json"),
              Json{{"name", name}, {"ds_config", c}, {"num_gpus", profile_.local_world_size},
@@ -353,7 +353,8 @@ void Autotuner::write_results() {
   Json optimal = global->config;
   optimal.erase("autotuning");
   write_json(dir / "ds_config_optimal.json", optimal);
-  optimal_cmd_ = with_config(opt_.command, fs::absolute(dir / "ds_config_optimal.json").string());
+  optimal_cmd_ = with_arg_mappings(with_config(opt_.command, fs::absolute(dir / "ds_config_optimal.json").string()),
+                                   at_.arg_mappings, global->config);
   std::ofstream(dir / "cmd_optimal.txt") << shell_line(optimal_cmd_) << "\n";
   std::printf("ds-autotune: %s is the optimal setup (%.6g %s); wrote %s and %s\n", global->name.c_str(),
               global->metric, metric_unit().c_str(), (dir / "ds_config_optimal.json").c_str(),

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -44,6 +45,38 @@ ExperimentCommand experiment_command(const std::string& ds_run, const std::vecto
 std::vector<std::string> with_config(const ExperimentCommand& c, const std::string& config_path) {
   std::vector<std::string> argv = c.ds_run;
   argv[c.config_index] = c.config_prefix + config_path;
+  return argv;
+}
+
+namespace {
+
+// DeepSpeed's get_val_by_key: the first value of `key` in a depth-first walk of the config.
+const nlohmann::json* find_key(const nlohmann::json& j, const std::string& key) {
+  if (!j.is_object()) return nullptr;
+  if (auto it = j.find(key); it != j.end()) return &*it;
+  for (const auto& [k, v] : j.items())
+    if (const nlohmann::json* found = find_key(v, key)) return found;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> with_arg_mappings(std::vector<std::string> argv,
+                                           const std::map<std::string, std::string>& mappings,
+                                           const nlohmann::json& config) {
+  for (const auto& [key, arg] : mappings) {
+    const nlohmann::json* v = find_key(config, key);
+    if (v == nullptr || v->is_null() || v->is_structured()) continue;
+    const std::string value = v->is_string() ? v->get<std::string>() : v->dump();
+    if (value == "auto") continue;
+    auto at = std::find(argv.begin() + 1, argv.end(), arg);
+    if (at != argv.end() && at + 1 != argv.end()) {
+      *(at + 1) = value;
+    } else {
+      argv.push_back(arg);
+      argv.push_back(value);
+    }
+  }
   return argv;
 }
 

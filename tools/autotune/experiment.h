@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,13 @@ struct ExperimentCommand {
 ExperimentCommand experiment_command(const std::string& ds_run, const std::vector<std::string>& args);
 // The command line with `config_path` as the config.
 std::vector<std::string> with_config(const ExperimentCommand& c, const std::string& config_path);
+// autotuning.arg_mappings (DeepSpeed's scheduler): for each DeepSpeed key -> program argument, the
+// experiment's value of that key (found at any depth of `config`, not "auto") replaces the value after
+// the argument in `argv`, or is appended with it; so a program that takes its batch sizes as arguments
+// (a Hugging Face script whose config says "auto") runs each experiment with the tuned ones.
+std::vector<std::string> with_arg_mappings(std::vector<std::string> argv,
+                                           const std::map<std::string, std::string>& mappings,
+                                           const nlohmann::json& config);
 std::string shell_line(const std::vector<std::string>& argv);  // quoted where needed
 
 struct RunResult {
