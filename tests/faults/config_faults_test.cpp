@@ -125,11 +125,11 @@ std::vector<Case> example_configs(const std::string& nvme_dir) {
   std::vector<Case> out;
   for (const auto& e : fs::directory_iterator(source_path("examples/configs"))) {
     if (e.path().extension() != ".json") continue;
-    // Need 2 ranks: trained by the example_autotp_np2 / example_autotp_vocab_np2 / example_ulysses_np2 /
-    // example_pipeline_np2 ctests.
+    // Need 2 ranks (4): trained by the example_autotp_np2 / example_autotp_vocab_np2 / example_ulysses_np2 /
+    // example_pipeline_np2 (example_onebit_lamb_pipeline_np4) ctests.
     const auto name = e.path().filename();
     if (name == "autotp.json" || name == "autotp_vocab_parallel.json" || name == "ulysses.json" ||
-        name == "pipeline.json")
+        name == "pipeline.json" || name == "onebit_lamb_pipeline.json")
       continue;
     // nvme_path must be a real directory on a real disk (O_DIRECT): a fresh one under /tmp.
     const std::string text = std::regex_replace(read_text(e.path().string()), std::regex(R"("nvme_path"\s*:\s*"[^"]*")"),
