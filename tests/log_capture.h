@@ -26,6 +26,7 @@ class LogCapture {
       }
   }
   std::string text() const { return out_.str(); }
+  bool saw(const std::string& needle) const { return text().find(needle) != std::string::npos; }
   int count(const std::string& needle) const {
     const std::string t = text();
     int n = 0;

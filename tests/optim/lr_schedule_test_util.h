@@ -3,14 +3,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 
-#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../log_capture.h"
 #include "optim/lr_schedules.h"
 #include "util/error.h"
 #include "util/logging.h"
@@ -37,25 +36,7 @@ inline std::string config_error_path(const std::function<void()>& f) {
   return "<no ConfigError>";
 }
 
-// Captures the project's warnings for one test.
-class WarningCapture {
- public:
-  WarningCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(32)) {
-    log::logger().sinks().push_back(sink_);
-  }
-  ~WarningCapture() {
-    auto& sinks = log::logger().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  bool saw(const std::string& text) const {
-    for (const auto& line : sink_->last_formatted()) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
+// Captures the project's log lines for one test.
+using WarningCapture = ds::test::LogCapture;
 
 }  // namespace ds::optim::test_util
