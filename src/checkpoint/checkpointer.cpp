@@ -506,9 +506,10 @@ std::optional<Loaded> load(const EngineStates& p, const std::string& dir, const 
     check_compatible(p, m, path, options, state_names);
     torch::NoGradGuard no_grad;
     SliceReader reader(path, m);
-    if (swapped) read_swapped(p, reader, m, with_states, master_from_16bit(p));
+    const bool from_16bit = master_from_16bit(p);
+    if (swapped) read_swapped(p, reader, m, with_states, from_16bit);
     else masters = read_flat(p, reader, m, state_names);
-    if (master_from_16bit(p))
+    if (from_16bit)
       for (auto& master : masters) round_to(master, p.model_dtype);
     read_module_tensors(p, reader, m, path, options.load_module_strict);
     if (!options.load_module_only) {
