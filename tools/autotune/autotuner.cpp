@@ -103,7 +103,8 @@ Record Autotuner::run(const std::string& name, const std::string& space, const J
   }
   const fs::path config_file = dir / "ds_config.json";
   write_json(config_file, c);
-  const std::vector<std::string> argv = with_arg_mappings(with_config(opt_.command, config_file.string()), at_.arg_mappings, c);
+  const std::vector<std::string> argv =
+      with_arg_mappings(with_config(opt_.command, config_file.string()), at_.arg_mappings, c);
   std::ofstream(dir / "cmd.txt") << shell_line(argv) << "\n";
   write_json(fs::path(at_.exps_dir) / (name + ".json"),
              Json{{"name", name}, {"ds_config", c}, {"num_gpus", profile_.local_world_size},
