@@ -28,9 +28,17 @@ struct Ring {
   int left() const { return (ctx.rank - 1 + ctx.size) % ctx.size; }
   // Sends `send_bytes` to the right neighbour while receiving `recv_bytes` from the left one.
   void sendrecv(const void* send, int64_t send_bytes, void* recv, int64_t recv_bytes) const {
-    check_mpi(MPI_Sendrecv(send, int(send_bytes), MPI_BYTE, right(), kTag, recv, int(recv_bytes),
-                           MPI_BYTE, left(), kTag, ctx.comm, MPI_STATUS_IGNORE),
-              describe(c) + ": MPI_Sendrecv in the ring (did the ranks pass different sizes?)");
+    const std::string what = describe(c) + ": MPI_Sendrecv in the ring (did the ranks pass different sizes?)";
+    if (ctx.wait == MpiWait::Spin) {
+      check_mpi(MPI_Sendrecv(send, int(send_bytes), MPI_BYTE, right(), kTag, recv, int(recv_bytes), MPI_BYTE,
+                             left(), kTag, ctx.comm, MPI_STATUS_IGNORE),
+                what);
+      return;
+    }
+    MPI_Request r[2];
+    check_mpi(MPI_Irecv(recv, int(recv_bytes), MPI_BYTE, left(), kTag, ctx.comm, &r[0]), what);
+    check_mpi(MPI_Isend(send, int(send_bytes), MPI_BYTE, right(), kTag, ctx.comm, &r[1]), what);
+    wait_all(r, ctx.wait, what);
   }
   int64_t slice_elems(std::size_t es) const {
     return std::max<int64_t>(1, std::min(ctx.ring_slice_bytes, kMaxMessage) / int64_t(es));
@@ -116,6 +124,53 @@ void ring_all_gather(const MpiRunContext& ctx, const Collective& c) {
                     ptr(c.out.data, cr * chunk + off, es), len * int64_t(es));
     }
   }
+}
+
+// reduce to the root along the chain root+1 -> root+2 -> ... -> root, slice by slice: each rank
+// receives the partial sum of the ranks before it, adds its own slice and passes it on, so each
+// link carries the buffer once and slice j is added while slice j+1 travels (two slices in flight
+// each way). The root's sum is x[root+1] + x[root+2] + ... + x[root] in that order.
+void chain_reduce(const MpiRunContext& ctx, const Collective& c) {
+  const std::size_t es = elem_size(c.out.type);
+  const int n = ctx.size, pos = mod(ctx.rank - c.root - 1, n);  // 0: the chain's head; n - 1: the root
+  const bool head = pos == 0, root = pos == n - 1;
+  const int left = mod(ctx.rank - 1, n), right = mod(ctx.rank + 1, n);
+  const int64_t count = c.out.count;
+  if (count == 0) return;
+  const int64_t S = std::max<int64_t>(1, std::min(ctx.ring_slice_bytes, kMaxMessage) / int64_t(es));
+  const int64_t slices = (count + S - 1) / S;
+  const std::size_t slot_bytes = size_t(std::min(S, count)) * es;
+  char* recv = head ? nullptr : static_cast<char*>(ctx.scratch.get(0, 2 * slot_bytes));
+  char* partial = head || root ? nullptr : static_cast<char*>(ctx.scratch.get(1, 2 * slot_bytes));
+  const std::string what = describe(c) + ": the reduce chain (did the ranks pass different sizes?)";
+  MPI_Request recvs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL}, sends[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  auto len = [&](int64_t j) { return std::min(S, count - j * S); };
+  auto post_recv = [&](int64_t j) {
+    check_mpi(MPI_Irecv(recv + (j % 2) * slot_bytes, int(len(j) * int64_t(es)), MPI_BYTE, left, kTag, ctx.comm,
+                        &recvs[j % 2]),
+              what);
+  };
+  if (!head) post_recv(0);
+  for (int64_t j = 0; j < slices; ++j) {
+    char* mine = ptr(c.out.data, j * S, es);
+    if (!head) {
+      if (j + 1 < slices) post_recv(j + 1);
+      wait_all({&recvs[j % 2], 1}, ctx.wait, what);
+    }
+    const char* in = recv + (j % 2) * slot_bytes;
+    if (root) {
+      reduce_elements(mine, in, mine, len(j), c.out.type, c.op);
+      continue;
+    }
+    wait_all({&sends[j % 2], 1}, ctx.wait, what);  // slice j - 2 left this slot
+    const char* out = mine;
+    if (!head) {
+      reduce_elements(partial + (j % 2) * slot_bytes, in, mine, len(j), c.out.type, c.op);
+      out = partial + (j % 2) * slot_bytes;
+    }
+    check_mpi(MPI_Isend(out, int(len(j) * int64_t(es)), MPI_BYTE, right, kTag, ctx.comm, &sends[j % 2]), what);
+  }
+  wait_all(sends, ctx.wait, what);
 }
 
 bool fits_int(int64_t count) { return count <= INT_MAX; }
@@ -213,11 +268,17 @@ bool use_ring(const MpiRunContext& ctx, const Collective& c) {
     case MpiAlgorithm::Ring: return true;
     case MpiAlgorithm::Auto: break;
   }
-  if (c.kind == OpKind::AllGather) return false;  // MPI_Allgather allocates nothing; it matched the ring
+  // MPI_Allgather allocates nothing and matched the ring; but it can only be waited for spinning.
+  if (c.kind == OpKind::AllGather && ctx.wait == MpiWait::Spin) return false;
   // The ring takes 2(N-1) (all_reduce) or N-1 steps where MPI's small-message algorithms take
   // about log2(N), so its break-even size grows with N (docs/comm.md, "Algorithm choice").
   const int64_t bytes = c.kind == OpKind::AllReduce ? c.out.bytes() : c.in.bytes();
   return bytes >= ctx.ring_threshold_bytes * (ctx.size - 1);
+}
+
+bool use_chain_reduce(const MpiRunContext& ctx, const Collective& c) {
+  return c.kind == OpKind::Reduce && ctx.size > 1 && ctx.wait == MpiWait::Sleep &&
+         ctx.algorithm != MpiAlgorithm::Native && c.out.bytes() >= ctx.ring_threshold_bytes;
 }
 
 void run_mpi_collective(const MpiRunContext& ctx, const Collective& c) {
@@ -225,6 +286,7 @@ void run_mpi_collective(const MpiRunContext& ctx, const Collective& c) {
     if (c.kind != OpKind::Broadcast && c.kind != OpKind::Reduce) copy_elements(c.out, c.in);
     return;
   }
+  if (use_chain_reduce(ctx, c)) return chain_reduce(ctx, c);
   if (!use_ring(ctx, c)) return native(ctx, c);
   switch (c.kind) {
     case OpKind::AllReduce: return ring_all_reduce(ctx, c);

@@ -8,6 +8,9 @@
 //           them 10-40x slower than the ring for 64 MiB buffers on the machine measured. The ring also makes every
 //           rank's all_reduce result bitwise identical: chunk c is summed in the fixed order
 //           x[c+1] + x[c+2] + ... + x[c] (rank indices mod N) and then copied to all ranks.
+// When the worker waits by sleeping (every rank on its own host, comm/mpi_wait.h), large all_gathers
+// take the ring too, and large reduces a chain root+1 -> root+2 -> ... -> root: MPI's collectives
+// cannot be waited for without spinning.
 // Internal to src/comm.
 #pragma once
 
@@ -20,6 +23,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi_runtime.h"
+#include "comm/mpi_wait.h"
 
 namespace ds::comm {
 
@@ -50,6 +54,7 @@ struct MpiRunContext {
   MpiAlgorithm algorithm;        // Auto: ring for reductions of >= ring_threshold_bytes * (size - 1)
   int64_t ring_threshold_bytes;
   int64_t ring_slice_bytes;      // elements per ring step are capped at this many bytes
+  MpiWait wait = MpiWait::Spin;  // how point-to-point transfers are waited for
 };
 
 // Runs `c` (validated by Communicator) to completion; throws ds::CommError on an MPI error.
@@ -57,5 +62,7 @@ void run_mpi_collective(const MpiRunContext& ctx, const Collective& c);
 
 // Whether Auto picks the ring for this collective (exposed for tests and the benchmark).
 bool use_ring(const MpiRunContext& ctx, const Collective& c);
+// Whether a reduce runs as the chain of point-to-point transfers (sleeping waits, large buffers).
+bool use_chain_reduce(const MpiRunContext& ctx, const Collective& c);
 
 }  // namespace ds::comm

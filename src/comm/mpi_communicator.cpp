@@ -11,8 +11,10 @@
 
 #include "comm/mpi_collectives.h"
 #include "comm/mpi_runtime.h"
+#include "comm/mpi_wait.h"
 #include "comm/serial_executor.h"
 #include "comm/watchdog.h"
+#include "util/error.h"
 
 namespace ds::comm {
 
@@ -28,6 +30,7 @@ struct MpiCommunicator::Impl {
   int size = 1;
   Scratch scratch;  // used only on the worker thread
   double timeout_s = 0;
+  MpiWait wait = MpiWait::Spin;
   // The collective the worker is running (0: none) and since when, for the watchdog.
   std::atomic<uint64_t> running_seq{0};
   std::atomic<int64_t> running_since_ns{0};
@@ -39,11 +42,35 @@ struct MpiCommunicator::Impl {
                            : options.algorithm == MpiAlgorithmChoice::Ring ? MpiAlgorithm::Ring
                                                                            : MpiAlgorithm::Auto;
     return MpiRunContext{comm, rank, size, *runtime, scratch, a, options.ring_threshold_bytes,
-                         options.ring_slice_bytes};
+                         options.ring_slice_bytes, wait};
   }
 };
 
 namespace {
+// Whether every rank of `comm` is alone on its host (a collective over `comm`).
+bool every_rank_on_its_own_host(MPI_Comm comm) {
+  MPI_Comm local = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local),
+            "MpiCommunicator: MPI_Comm_split_type");
+  int local_size = 0, most = 0;
+  check_mpi(MPI_Comm_size(local, &local_size), "MpiCommunicator: MPI_Comm_size");
+  MPI_Comm_free(&local);
+  check_mpi(MPI_Allreduce(&local_size, &most, 1, MPI_INT, MPI_MAX, comm), "MpiCommunicator: MPI_Allreduce");
+  return most == 1;
+}
+
+MpiWait choose_wait(MpiWaitChoice choice, bool own_hosts) {
+  if (choice == MpiWaitChoice::Auto) {
+    const char* env = std::getenv("DS_COMM_WAIT");
+    const std::string v = env ? env : "auto";
+    DS_CHECK(v == "auto" || v == "spin" || v == "sleep", CommError,
+             "DS_COMM_WAIT='" + v + "': expected spin, sleep or auto");
+    choice = v == "spin" ? MpiWaitChoice::Spin : v == "sleep" ? MpiWaitChoice::Sleep : MpiWaitChoice::Auto;
+  }
+  if (choice == MpiWaitChoice::Auto) return own_hosts ? MpiWait::Sleep : MpiWait::Spin;
+  return choice == MpiWaitChoice::Sleep ? MpiWait::Sleep : MpiWait::Spin;
+}
+
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -72,6 +99,9 @@ void MpiCommunicator::start() {
     check_mpi(MPI_Comm_set_errhandler(m.comm, MPI_ERRORS_RETURN), "MpiCommunicator: MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(m.comm, &m.rank), "MpiCommunicator: MPI_Comm_rank");
     check_mpi(MPI_Comm_size(m.comm, &m.size), "MpiCommunicator: MPI_Comm_size");
+    // Every rank takes part (whatever it is told), so a DS_COMM_WAIT set on some ranks only cannot hang.
+    const bool own_hosts = m.size > 1 && every_rank_on_its_own_host(m.comm);
+    m.wait = choose_wait(m.options.wait, own_hosts);
   }
   if (m.timeout_s > 0) {
     auto probe = [&m]() -> std::optional<double> {
@@ -124,6 +154,7 @@ int MpiCommunicator::size() const noexcept { return impl_->size; }
 const MpiOptions& MpiCommunicator::options() const noexcept { return impl_->options; }
 int MpiCommunicator::mpi_thread_level() const noexcept { return impl_->runtime->thread_level(); }
 double MpiCommunicator::watchdog_timeout_s() const noexcept { return impl_->watchdog ? impl_->timeout_s : 0; }
+bool MpiCommunicator::sleeps_while_waiting() const noexcept { return impl_->wait == MpiWait::Sleep; }
 
 Work MpiCommunicator::launch(const Collective& c) {
   auto state = std::make_shared<detail::WorkState>();

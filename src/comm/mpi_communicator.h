@@ -24,6 +24,14 @@ enum class MpiAlgorithmChoice : uint8_t {
   Ring,    // always our ring over MPI_Sendrecv
 };
 
+// How the worker waits for its transfers (comm/mpi_wait.h, docs/comm.md "Waiting between hosts").
+enum class MpiWaitChoice : uint8_t {
+  Auto,   // DS_COMM_WAIT (spin, sleep or auto) when set; else sleep when every rank of the
+          // communicator is on a host of its own (its transfers cross the network), spin otherwise
+  Spin,   // MPI's blocking calls
+  Sleep,  // nonblocking transfers polled with sleeps between: the core stays with computation
+};
+
 struct MpiOptions {
   MpiAlgorithmChoice algorithm = MpiAlgorithmChoice::Auto;
   int64_t ring_threshold_bytes = int64_t(1) << 20;    // Auto: per (world size - 1), see above
@@ -34,6 +42,7 @@ struct MpiOptions {
   // Export the Open MPI transport defaults of docs/comm.md before MPI_Init (only when this
   // communicator initializes MPI, and never over a value already in the environment).
   bool tune_transport = true;
+  MpiWaitChoice wait = MpiWaitChoice::Auto;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -49,6 +58,7 @@ class MpiCommunicator final : public Communicator {
   const MpiOptions& options() const noexcept;
   int mpi_thread_level() const noexcept;   // MPI_THREAD_* the library gave
   double watchdog_timeout_s() const noexcept;  // 0 when disabled
+  bool sleeps_while_waiting() const noexcept;  // the wait the options chose (MpiWaitChoice)
 
  protected:
   Work launch(const Collective& c) override;

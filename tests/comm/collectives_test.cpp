@@ -3,8 +3,14 @@
 // integers, so every type must reproduce the exact result.
 #include <gtest/gtest.h>
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "comm_test_env.h"
 
@@ -165,6 +171,67 @@ TEST(Collectives, AllReduceResultIsBitwiseIdenticalOnEveryRank) {
               << where(v, t, n) << ": rank " << q << " differs from rank 0";
       }
   }
+}
+
+// The reduce chain (sleeping waits) adds in a fixed order, root+1, root+2, ..., root, whatever the
+// timing: the root's result is that float sum bit for bit.
+TEST(Collectives, ReduceChainSumsInChainOrder) {
+  for (const Variant& v : variants()) {
+    if (v.name != "mpi/sleep") continue;
+    Communicator& c = *v.comm;
+    const int w = c.size(), r = c.rank();
+    const int64_t n = 5003;  // 6 slices of 250 floats
+    auto x = [](int rank, int64_t i) { return float(std::sin(double(i) * 0.37 + rank * 1.3) * 3.0); };
+    for (int root = 0; root < w; ++root) {
+      std::vector<float> b(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) b[size_t(i)] = x(r, i);
+      c.reduce(Buffer(b.data(), n), root, ReduceOp::Sum, "chain");
+      if (r != root) continue;
+      int64_t bad = -1;
+      for (int64_t i = 0; i < n && bad < 0; ++i) {
+        float want = x((root + 1) % w, i);
+        for (int k = 2; k <= w; ++k) want += x((root + k) % w, i);
+        if (w == 1) want = x(root, i);
+        if (std::memcmp(&want, &b[size_t(i)], 4) != 0) bad = i;
+      }
+      EXPECT_EQ(bad, -1) << "root " << root << ": element " << bad << " is not the chain-order sum";
+    }
+  }
+}
+
+// Ranks wait by sleeping exactly when every rank of the communicator has a host of its own (MPI's
+// processor names all differ), unless the options or DS_COMM_WAIT say otherwise.
+TEST(CommWait, AutoSleepsExactlyWhenEveryRankHasItsOwnHost) {
+  if (world().backend() != Backend::Mpi) GTEST_SKIP() << "MPI only";
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> names(size_t(MPI_MAX_PROCESSOR_NAME) * size_t(world().size()));
+  world().all_gather(ConstBuffer(name, MPI_MAX_PROCESSOR_NAME, ElemType::UInt8),
+                     Buffer(names.data(), int64_t(names.size()), ElemType::UInt8), "names");
+  std::set<std::string> hosts;
+  for (int q = 0; q < world().size(); ++q) hosts.insert(names.data() + size_t(q) * MPI_MAX_PROCESSOR_NAME);
+  const bool own_hosts = world().size() > 1 && int(hosts.size()) == world().size();
+  EXPECT_EQ(static_cast<MpiCommunicator&>(world()).sleeps_while_waiting(), own_hosts);
+  for (const Variant& v : variants())
+    EXPECT_EQ(static_cast<MpiCommunicator*>(v.comm)->sleeps_while_waiting(), v.name == "mpi/sleep" || own_hosts)
+        << v.name;
+
+  ::setenv("DS_COMM_WAIT", "sleep", 1);
+  EXPECT_TRUE(MpiCommunicator().sleeps_while_waiting());
+  MpiOptions spin;
+  spin.wait = MpiWaitChoice::Spin;  // the options win over the environment
+  EXPECT_FALSE(MpiCommunicator(spin).sleeps_while_waiting());
+  ::setenv("DS_COMM_WAIT", "spin", 1);
+  EXPECT_FALSE(MpiCommunicator().sleeps_while_waiting());
+  ::setenv("DS_COMM_WAIT", "nap", 1);
+  try {
+    MpiCommunicator bad;
+    ADD_FAILURE() << "DS_COMM_WAIT=nap was taken";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("DS_COMM_WAIT='nap'"), std::string::npos) << e.what();
+  }
+  ::unsetenv("DS_COMM_WAIT");
 }
 
 }  // namespace

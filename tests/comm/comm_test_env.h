@@ -20,7 +20,8 @@ Communicator& world();
 
 // Every communicator to run the generic collective tests on: world() and, under MPI, one forced to
 // MPI's own calls ("native") and one forced to the ring with a tiny slice ("ring"), so both
-// implementations and the ring's multi-slice path are covered at every size.
+// implementations and the ring's multi-slice path are covered at every size, and one that waits by
+// sleeping ("sleep": the ring and the reduce chain of ranks on hosts of their own, comm/mpi_wait.h).
 struct Variant {
   std::string name;
   Communicator* comm;

@@ -23,6 +23,7 @@ namespace {
 std::unique_ptr<Communicator> g_world;  // test-only process state: one communicator per run
 std::unique_ptr<Communicator> g_native;
 std::unique_ptr<Communicator> g_ring;
+std::unique_ptr<Communicator> g_sleep;
 std::vector<Variant> g_variants;
 
 // Non-zero ranks: print each failed assertion and failed test with the rank, nothing else.
@@ -96,8 +97,14 @@ int main(int argc, char** argv) {
     ring.algorithm = MpiAlgorithmChoice::Ring;
     ring.ring_slice_bytes = 1000;  // many slices even for small buffers; not a multiple of 8
     g_ring = std::make_unique<MpiCommunicator>(ring);
+    MpiOptions sleep;  // the waits of ranks on hosts of their own: the ring and the reduce chain
+    sleep.wait = MpiWaitChoice::Sleep;
+    sleep.ring_threshold_bytes = 64;  // all but the smallest buffers leave MPI's own calls
+    sleep.ring_slice_bytes = 1000;
+    g_sleep = std::make_unique<MpiCommunicator>(sleep);
     g_variants.push_back({"mpi/native", g_native.get()});
     g_variants.push_back({"mpi/ring", g_ring.get()});
+    g_variants.push_back({"mpi/sleep", g_sleep.get()});
   }
 
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
@@ -120,6 +127,7 @@ int main(int argc, char** argv) {
     else
       std::printf("[comm_tests] world size %d: FAILED on rank(s) %s\n", g_world->size(), bad.c_str());
   }
+  g_sleep.reset();
   g_ring.reset();
   g_native.reset();
   g_world.reset();
