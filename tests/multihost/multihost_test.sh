@@ -2,7 +2,8 @@
 # Multi-host runs on test hosts (scripts/testhosts.sh: network namespaces joined by a bridge, real TCP
 # between them). Usage: multihost_test.sh BUILD_DIR N. Exit 77 (ctest: skipped) where the machine does
 # not allow network namespaces. Checks, each with a bound on its time:
-#   1. ZeRO stages 1-3 and CPU offload across N hosts match the one-process loop (distributed_tests);
+#   1. ZeRO stages 1-3 and CPU offload across N hosts match the one-process loop (distributed_tests),
+#      and every collective gives the exact result there, its waits sleeping (comm_tests);
 #   2. ds-run --hostfile runs ds-train across the hosts with the same per-step losses (6 decimals) as N
 #      ranks on one host, and the checkpoint it saved loads in one process;
 #   3. 1% packet loss on one host's link (netem, or nftables where the kernel has no netem): the same
@@ -24,6 +25,14 @@ timeout 300 mpirun $OPTS --hostfile "$HOSTFILE" -np "$N" -x DS_COMM_TIMEOUT_S=60
   --gtest_filter='Stage/ZeroStages.MatchOneProcessWithTheGlobalBatch/*:Stage/ZeroStages.CpuOffloadMatchesOneProcess/*:Stage3.WithoutOverlapMatches' \
   > "$WORK/equivalence.log" 2>&1 || { tail -40 "$WORK/equivalence.log"; fail "ZeRO across $N hosts does not match one process"; }
 echo "ok 1: ZeRO 1/2/3 and CPU offload across $N hosts match the one-process loop ($(elapsed $t0) s)"
+
+# 1b. Every collective across the hosts, where each rank has a host of its own and so waits for its
+# transfers by sleeping (comm/mpi_wait.h; CommWait checks that it chose to).
+t0=$(date +%s)
+timeout 300 mpirun $OPTS --hostfile "$HOSTFILE" -np "$N" -x DS_COMM_TIMEOUT_S=60 "$BUILD/tests/comm/comm_tests" \
+  --gtest_filter='Collectives.*:CommWait.*' > "$WORK/collectives.log" 2>&1 || {
+  tail -40 "$WORK/collectives.log"; fail "collectives across $N hosts"; }
+echo "ok 1b: every collective across $N hosts, waiting by sleeping ($(elapsed $t0) s)"
 
 # 2. ds-run across the hosts vs N ranks on one host: the same losses.
 cat > "$WORK/zero2.json" <<JSON
