@@ -30,6 +30,7 @@ struct MpiCommunicator::Impl {
   int size = 1;
   Scratch scratch;  // used only on the worker thread
   double timeout_s = 0;
+  bool own_hosts = false;  // every rank of `comm` alone on its host (found where comm is made)
   MpiWait wait = MpiWait::Spin;
   // The collective the worker is running (0: none) and since when, for the watchdog.
   std::atomic<uint64_t> running_seq{0};
@@ -86,6 +87,8 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
   {
     auto lock = m.runtime->serialize();
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &m.comm), "MpiCommunicator: MPI_Comm_dup");
+    // Every rank takes part whatever it is told, so a DS_COMM_WAIT set on some ranks only cannot hang.
+    m.own_hosts = every_rank_on_its_own_host(m.comm);
   }
   start();
 }
@@ -99,10 +102,8 @@ void MpiCommunicator::start() {
     check_mpi(MPI_Comm_set_errhandler(m.comm, MPI_ERRORS_RETURN), "MpiCommunicator: MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(m.comm, &m.rank), "MpiCommunicator: MPI_Comm_rank");
     check_mpi(MPI_Comm_size(m.comm, &m.size), "MpiCommunicator: MPI_Comm_size");
-    // Every rank takes part (whatever it is told), so a DS_COMM_WAIT set on some ranks only cannot hang.
-    const bool own_hosts = m.size > 1 && every_rank_on_its_own_host(m.comm);
-    m.wait = choose_wait(m.options.wait, own_hosts);
   }
+  m.wait = choose_wait(m.options.wait, m.size > 1 && m.own_hosts);
   if (m.timeout_s > 0) {
     auto probe = [&m]() -> std::optional<double> {
       if (m.running_seq.load() == 0) return std::nullopt;
@@ -175,16 +176,19 @@ Work MpiCommunicator::launch(const Collective& c) {
 std::unique_ptr<Communicator> MpiCommunicator::split_logged(const Collective& c, int color, int key) {
   Impl& m = *impl_;
   MPI_Comm child = MPI_COMM_NULL;
+  bool child_own_hosts = false;
   auto state = std::make_shared<detail::WorkState>();
   // On the worker, like a collective: it must not run concurrently with this communicator's other
   // MPI calls, and the watchdog sees it if a rank never joins.
-  m.worker->post([this, &m, &child, c, color, key, state] {
+  m.worker->post([this, &m, &child, &child_own_hosts, c, color, key, state] {
     m.running_since_ns.store(now_ns());
     m.running_seq.store(c.seq);
     auto error = run_logged(c, [&] {
       auto lock = m.runtime->serialize();
       check_mpi(MPI_Comm_split(m.comm, color == kNoGroup ? MPI_UNDEFINED : color, key, &child),
                 describe(c) + ": MPI_Comm_split");
+      // Here, in issue order with the parent's collectives, as the split itself.
+      if (child != MPI_COMM_NULL) child_own_hosts = every_rank_on_its_own_host(child);
     });
     m.running_seq.store(0);
     state->complete(std::move(error));
@@ -196,6 +200,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split_logged(const Collective& c,
   impl->timeout_s = m.timeout_s;
   impl->runtime = m.runtime;
   impl->comm = child;
+  impl->own_hosts = child_own_hosts;
   return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(impl)));
 }
 

@@ -216,6 +216,8 @@ TEST(CommWait, AutoSleepsExactlyWhenEveryRankHasItsOwnHost) {
   for (const Variant& v : variants())
     EXPECT_EQ(static_cast<MpiCommunicator*>(v.comm)->sleeps_while_waiting(), v.name == "mpi/sleep" || own_hosts)
         << v.name;
+  auto pair = world().split(world().rank() / 2, world().rank());  // {0, 1}, {2, 3}: hosts of their own too
+  EXPECT_EQ(static_cast<MpiCommunicator&>(*pair).sleeps_while_waiting(), own_hosts && pair->size() > 1);
 
   ::setenv("DS_COMM_WAIT", "sleep", 1);
   EXPECT_TRUE(MpiCommunicator().sleeps_while_waiting());
