@@ -28,7 +28,7 @@ struct Ring {
   int left() const { return (ctx.rank - 1 + ctx.size) % ctx.size; }
   // Sends `send_bytes` to the right neighbour while receiving `recv_bytes` from the left one.
   void sendrecv(const void* send, int64_t send_bytes, void* recv, int64_t recv_bytes) const {
-    const std::string what = describe(c) + ": MPI_Sendrecv in the ring (did the ranks pass different sizes?)";
+    const std::string what = describe(c) + ": the ring's exchange (did the ranks pass different sizes?)";
     if (ctx.wait == MpiWait::Spin) {
       check_mpi(MPI_Sendrecv(send, int(send_bytes), MPI_BYTE, right(), kTag, recv, int(recv_bytes), MPI_BYTE,
                              left(), kTag, ctx.comm, MPI_STATUS_IGNORE),
@@ -153,11 +153,12 @@ void chain_reduce(const MpiRunContext& ctx, const Collective& c) {
   if (!head) post_recv(0);
   for (int64_t j = 0; j < slices; ++j) {
     char* mine = ptr(c.out.data, j * S, es);
+    const char* in = nullptr;  // the partial sum of the ranks before this one
     if (!head) {
       if (j + 1 < slices) post_recv(j + 1);
       wait_all({&recvs[j % 2], 1}, ctx.wait, what);
+      in = recv + (j % 2) * slot_bytes;
     }
-    const char* in = recv + (j % 2) * slot_bytes;
     if (root) {
       reduce_elements(mine, in, mine, len(j), c.out.type, c.op);
       continue;

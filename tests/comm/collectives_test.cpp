@@ -180,7 +180,7 @@ TEST(Collectives, ReduceChainSumsInChainOrder) {
     if (v.name != "mpi/sleep") continue;
     Communicator& c = *v.comm;
     const int w = c.size(), r = c.rank();
-    const int64_t n = 5003;  // 6 slices of 250 floats
+    const int64_t n = 100003;  // 7 slices of 16384 floats (mpi/sleep's 64 KiB)
     auto x = [](int rank, int64_t i) { return float(std::sin(double(i) * 0.37 + rank * 1.3) * 3.0); };
     for (int root = 0; root < w; ++root) {
       std::vector<float> b(static_cast<size_t>(n));

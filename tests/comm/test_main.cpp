@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     MpiOptions sleep;  // the waits of ranks on hosts of their own: the ring and the reduce chain
     sleep.wait = MpiWaitChoice::Sleep;
     sleep.ring_threshold_bytes = 64;  // all but the smallest buffers leave MPI's own calls
-    sleep.ring_slice_bytes = 1000;
+    sleep.ring_slice_bytes = 1 << 16;  // several slices for the larger sizes; each wait may sleep 100 us
     g_sleep = std::make_unique<MpiCommunicator>(sleep);
     g_variants.push_back({"mpi/native", g_native.get()});
     g_variants.push_back({"mpi/ring", g_ring.get()});
