@@ -137,7 +137,7 @@ void chain_reduce(const MpiRunContext& ctx, const Collective& c) {
   const int left = mod(ctx.rank - 1, n), right = mod(ctx.rank + 1, n);
   const int64_t count = c.out.count;
   if (count == 0) return;
-  const int64_t S = std::max<int64_t>(1, std::min(ctx.ring_slice_bytes, kMaxMessage) / int64_t(es));
+  const int64_t S = Ring{ctx, c}.slice_elems(es);  // the ring's slices
   const int64_t slices = (count + S - 1) / S;
   const std::size_t slot_bytes = size_t(std::min(S, count)) * es;
   char* recv = head ? nullptr : static_cast<char*>(ctx.scratch.get(0, 2 * slot_bytes));
