@@ -67,12 +67,22 @@ std::string config_json(const Options& o) {
 // reduce_bucket_size buckets from the end of the flat buffer (backward order), each bucket inside
 // one rank's partition reduced to that rank, a bucket across a partition edge reduce-scattered;
 // then the updated parameters all-gathered in allgather_bucket_size buckets. Seconds per step.
-double replay_step_collectives(ds::comm::Communicator& comm, int64_t numel, int64_t bucket) {
+struct ReplayTimes {
+  double grads_s = 0, params_s = 0;  // per step: the gradient reduces, the parameter all-gather
+  double total() const { return grads_s + params_s; }
+};
+
+ReplayTimes replay_step_collectives(ds::comm::Communicator& comm, int64_t numel, int64_t bucket) {
   const int world = comm.size();
   const int64_t per_bucket = bucket / world * world;
   const int64_t partition = (numel + world - 1) / world;
   std::vector<float> full(static_cast<size_t>(per_bucket), 1.0f), part(static_cast<size_t>(per_bucket / world), 0.0f);
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  ReplayTimes times;
   auto one_step = [&] {
+    comm.barrier();
+    auto t = Clock::now();
     for (int64_t hi = numel; hi > 0; hi -= per_bucket) {
       const int64_t lo = std::max<int64_t>(0, hi - per_bucket), n = hi - lo;
       const int owner = static_cast<int>(lo / partition);
@@ -83,20 +93,23 @@ double replay_step_collectives(ds::comm::Communicator& comm, int64_t numel, int6
                             ds::comm::Buffer(part.data(), n / world), ds::comm::ReduceOp::Sum, "replay_grads");
       }
     }
+    comm.barrier();
+    times.grads_s += since(t);
+    t = Clock::now();
     for (int64_t done = 0; done < numel; done += per_bucket) {
       const int64_t n = std::min(per_bucket, numel - done) / world * world;
       if (n == 0) break;
       comm.all_gather(ds::comm::ConstBuffer(part.data(), n / world, ds::comm::ElemType::Fp32),
                       ds::comm::Buffer(full.data(), n), "replay_params");
     }
+    comm.barrier();
+    times.params_s += since(t);
   };
   one_step();  // warm-up
-  comm.barrier();
-  const auto t0 = std::chrono::steady_clock::now();
+  times = {};
   const int reps = 2;
   for (int r = 0; r < reps; ++r) one_step();
-  comm.barrier();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  return {times.grads_s / reps, times.params_s / reps};
 }
 
 int worker(const Options& o) {
@@ -118,15 +131,19 @@ int worker(const Options& o) {
   const double step_s = total / o.steps;
   auto& comm = engine.communicator();
   const double wire = double(comm.collective_log().sum_wire_bytes()) / (o.warmup + o.steps);
-  const double comm_s = o.replay_comm && comm.size() > 1 ? replay_step_collectives(comm, numel, static_cast<int64_t>(o.bucket)) : 0.0;
+  const ReplayTimes comm_s = o.replay_comm && comm.size() > 1
+                                 ? replay_step_collectives(comm, numel, static_cast<int64_t>(o.bucket))
+                                 : ReplayTimes{};
   if (engine.rank() == 0)
-    std::printf("RESULT %.6f %.0f %.6f %lld\n", step_s, wire, comm_s, static_cast<long long>(numel));
+    std::printf("RESULT %.6f %.0f %.6f %lld %.6f %.6f\n", step_s, wire, comm_s.total(), static_cast<long long>(numel),
+                comm_s.grads_s, comm_s.params_s);
   return 0;
 }
 
 struct Result {
   double step_s = 0, wire_bytes = 0, comm_s = 0;
   long long params = 0;
+  double grads_s = 0, params_s = 0;  // comm_s's two parts
 };
 
 Result launch(const std::string& prefix, const std::string& self, const Options& o, bool replay,
@@ -136,8 +153,8 @@ Result launch(const std::string& prefix, const std::string& self, const Options&
                                                       o.steps, o.warmup, o.seq, o.micro, o.model, o.bucket,
                                                       replay ? " --replay-comm" : "", variant);
   Result r;
-  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %lf %lf %lf %lld", &r.step_s, &r.wire_bytes,
-              &r.comm_s, &r.params);
+  std::sscanf(ds::bench::result_lines(cmd, 1).front().c_str(), "RESULT %lf %lf %lf %lld %lf %lf", &r.step_s,
+              &r.wire_bytes, &r.comm_s, &r.params, &r.grads_s, &r.params_s);
   return r;
 }
 
@@ -170,8 +187,8 @@ int driver(const Options& o, const std::string& self) {
     return 1;
   }
   const Result slow = launch(hosts->mpirun_all(), self, o, true);
-  std::fprintf(stderr, "  2 hosts at %s:   %.3f s/step; the step's collectives alone %.3f s\n", o.rate.c_str(),
-               slow.step_s, slow.comm_s);
+  std::fprintf(stderr, "  2 hosts at %s:   %.3f s/step; the step's collectives alone %.3f s (gradients %.3f s, "
+               "parameter all-gather %.3f s)\n", o.rate.c_str(), slow.step_s, slow.comm_s, slow.grads_s, slow.params_s);
   Result round_robin = slow;
   if (!o.no_variants) {
     round_robin = launch(hosts->mpirun_all(), self, o, false, "--round-robin");

@@ -1,7 +1,10 @@
 // The world-1 backend and backend selection.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
 
 #include "comm_test_env.h"
@@ -76,6 +79,46 @@ TEST(Factory, MpiCommunicatorReportsItsSetup) {
   auto& mpi = dynamic_cast<MpiCommunicator&>(world());
   EXPECT_GE(mpi.mpi_thread_level(), 2);  // MPI_THREAD_SERIALIZED or MULTIPLE
   EXPECT_GT(mpi.watchdog_timeout_s(), 0);
+}
+
+// An unsigned MCA variable as MPI initialized it, through MPI's tool interface; nullopt where this
+// MPI has no variable of that name (not Open MPI, or the component not loaded).
+std::optional<unsigned> mpi_control_variable(const char* wanted) {
+  int provided = 0, count = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return std::nullopt;
+  std::optional<unsigned> value;
+  MPI_T_cvar_get_num(&count);
+  for (int i = 0; i < count && !value; ++i) {
+    char name[256], desc[8];
+    int name_len = sizeof name, desc_len = sizeof desc, verbosity = 0, binding = 0, scope = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_T_enum enumtype = MPI_T_ENUM_NULL;
+    if (MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len, &binding, &scope) !=
+            MPI_SUCCESS ||
+        std::strcmp(name, wanted) != 0 || (type != MPI_UNSIGNED && type != MPI_INT))
+      continue;
+    MPI_T_cvar_handle handle;
+    int n = 0;
+    unsigned v = 0;
+    if (MPI_T_cvar_handle_alloc(i, nullptr, &handle, &n) != MPI_SUCCESS) continue;
+    if (n == 1 && MPI_T_cvar_read(handle, &v) == MPI_SUCCESS) value = v;
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+// Between hosts the TCP transport must move large messages by send/receive, not its emulated RDMA
+// put, under which two messages crossing one link in opposite directions took turns (comm.md).
+TEST(Factory, OpenMpiTcpTransportLeavesOutItsEmulatedPut) {
+  if (world().backend() != Backend::Mpi) GTEST_SKIP() << "not launched by mpirun";
+  const char* env = std::getenv("OMPI_MCA_btl_tcp_flags");
+  ASSERT_NE(env, nullptr) << "the communicator exports OMPI_MCA_btl_tcp_flags before MPI_Init";
+  if (std::string(env) != "send,inplace,need-ack,need-csum") GTEST_SKIP() << "the environment sets it: " << env;
+  const auto flags = mpi_control_variable("btl_tcp_flags");
+  if (!flags) GTEST_SKIP() << "this MPI has no btl_tcp_flags variable (not Open MPI, or no TCP transport)";
+  EXPECT_EQ(*flags & 0x1u, 0x1u) << "send";  // Open MPI's MCA_BTL_FLAGS_SEND
+  EXPECT_EQ(*flags & 0x2u, 0u) << "put left in: flags " << *flags;  // MCA_BTL_FLAGS_PUT
 }
 
 }  // namespace
