@@ -26,6 +26,16 @@ HostMemoryPlan plan_host_memory(bool pin_memory, bool has_accelerator, std::uint
   return plan;
 }
 
+void note_offload_param_pin_memory(const OffloadParamConfig& off, bool has_accelerator) {
+  if (!off.pin_memory) return;
+  if (has_accelerator)
+    log::warn("zero_optimization.offload_param.pin_memory: pinning the offloaded parameter shards is not implemented "
+              "yet; they are pageable (slower copies to the GPU)");
+  else
+    log::info("zero_optimization.offload_param.pin_memory: no GPU on this machine, so there is nothing to pin for; "
+              "the parameter shards are pageable");
+}
+
 torch::Tensor host_zeros(std::int64_t numel, torch::ScalarType dtype, const HostMemoryPlan& plan) {
   auto options = torch::TensorOptions().dtype(dtype).device(torch::kCPU).pinned_memory(plan.pinned);
   return torch::zeros({numel}, options);

@@ -31,6 +31,10 @@ HostMemoryPlan plan_host_memory(bool pin_memory, bool has_accelerator, std::uint
 HostMemoryPlan plan_offload_host_memory(const OffloadOptimizerConfig& off, std::int64_t numel, int ranks,
                                         bool has_accelerator);
 
+// offload_param.pin_memory: the parameter shards in host memory are pageable either way; says why
+// (info on a CPU-only machine, where there is nothing to pin for; a warning with a GPU).
+void note_offload_param_pin_memory(const OffloadParamConfig& off, bool has_accelerator);
+
 // A zero-filled host tensor [numel] of `dtype`, pinned if the plan says so.
 torch::Tensor host_zeros(std::int64_t numel, torch::ScalarType dtype, const HostMemoryPlan& plan);
 

@@ -47,6 +47,8 @@ void build_states(EngineParts& p, torch::nn::Module& module, const EngineOptions
     options.host = p.host;
     if (p.zero.overlap_step) options.sub_group_steps = p.zero.overlap_sub_group_size;
   }
+  if (p.zero.params != zero::Placement::Device)
+    offload::note_offload_param_pin_memory(c.zero_optimization.offload_param, !p.device.is_cpu());
   p.states = zero::make_model_states(options, named);  // broadcasts rank 0's parameters
   torch::NoGradGuard no_grad;
   for (auto& b : module.buffers(true)) {

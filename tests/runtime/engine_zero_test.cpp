@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
+#include "../log_capture.h"
 #include "comm/comm.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
@@ -236,6 +238,17 @@ TEST(ZeroInfinity, PersistentParametersAndCpuParameterOffloadMatchOneProcess) {
   auto with_persist = engine_run(2, 2, infinity(dir, "nvme", persist));
   expect_matches(with_persist, want);
   expect_matches(engine_run(2, 2, infinity(dir, "cpu")), want);
+}
+
+TEST(ZeroInfinity, CpuParameterOffloadSaysWhyPinMemoryPinsNothing) {
+  // Stage 3 with only the parameter shards in host memory (the optimizer state with the module);
+  // pin_memory is read and answered, never passed over in silence.
+  ds::test::LogCapture log;
+  auto got = engine_run(2, 2, zero(3, R"(, "offload_param": {"device": "cpu", "pin_memory": true})"));
+  expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");  // info lines are rank 0's
+  if (rank == nullptr || std::string(rank) == "0")
+    EXPECT_EQ(log.count("zero_optimization.offload_param.pin_memory: no GPU on this machine"), 1) << log.text();
 }
 
 TEST(ZeroInfinity, ZeroPlusPlusWithParametersOnNvme) {
