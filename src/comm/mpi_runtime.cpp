@@ -26,10 +26,10 @@ void export_transport_defaults() {
   // shared-memory segment for large messages, and it fails where ptrace is restricted.
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
   // Between hosts, the TCP transport's emulated RDMA put moves a large message as one fragment, and
-  // two such messages crossing one connection in opposite directions measured one after the other:
-  // 100 MiB each way over a 1 Gbit/s link took 1.8-2.3 s in most tries, against 0.9 s with the put
-  // left out (every exchange then full duplex; docs/comm.md, "Open MPI settings"). The others are
-  // Open MPI 4.1's default flags.
+  // two such messages crossing one connection in opposite directions often took turns: over a
+  // 1 Gbit/s link, 100 MiB each way took 1.75-2.3 s in 5 of 16 tries and a ring's 4 MiB slices ran
+  // at half the link's rate, against 0.9 s and full duplex with the put left out (docs/comm.md,
+  // "Open MPI settings"). The other flags are Open MPI 4.1's defaults.
   ::setenv("OMPI_MCA_btl_tcp_flags", "send,inplace,need-ack,need-csum", /*overwrite=*/0);
 }
 

@@ -84,12 +84,12 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
 }
 
 void Engine::save_16bit_model(const std::string& dir, const std::string& file) {
-  // Under AutoTP the slices are put back together one parameter at a time, and a pipeline's stages
-  // send theirs to rank 0: the file is the whole model.
   if (p_->zero.stage == 3 && !config().zero_optimization.gather_16bit_weights_on_model_save)
     log::info("zero_optimization.gather_16bit_weights_on_model_save is false: DeepSpeed would save nothing here "
               "(its save_16bit_model returns False at stage 3); deepspeed.cpp gathers one parameter at a time, so "
               "no rank holds the whole model, and saves it");
+  // Under AutoTP the slices are put back together one parameter at a time, and a pipeline's stages
+  // send theirs to rank 0: the file is the whole model.
   checkpoint::save_16bit_model(checkpoint_parts(), dir, file);
 }
 
