@@ -55,6 +55,11 @@ std::string first_non_finite_piece(const GradientSpans& grads);
 // grads.pipe, that sum over the stages too.
 double global_norm(comm::Communicator& comm, const GradientSpans& grads);
 
+// Σ x² accumulated in double, what DeepSpeed's g.double().norm() squares, without the double copy:
+// a contiguous fp32 CPU tensor is read once in fixed blocks (the same sum whatever the thread
+// count); anything else goes through torch in double.
+double sum_of_squares(const torch::Tensor& t);
+
 // Unscales by loss_scale and clips to `clip` (<= 0: no clipping) in place, as DeepSpeed does for
 // each path (reference §10). Returns the unscaled global norm, or -1 when it was not computed.
 double unscale_and_clip(comm::Communicator& comm, GradientSpans& grads, double loss_scale, double clip);

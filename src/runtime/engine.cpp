@@ -139,11 +139,13 @@ void Engine::take_model_step() {
   n_.last_step_applied = true;
   n_.last_grad_norm = precision::unscale_and_clip(p_->data_parallel(), grads, p_->scaler->scale(), config().gradient_clipping);
   const auto t_opt = std::chrono::steady_clock::now();
-  // Each updated master span goes to the 16-bit parameters as it is produced (with NVMe, one
-  // sub-group at a time: no full fp32 master is ever in RAM).
-  p_->optimizer->step(grads.flat, [this](size_t g, int64_t offset, const torch::Tensor& master) {
-    p_->states->write_back_range(g, offset, master);
-  });
+  // Each updated master span goes to the 16-bit parameters as it is produced: in the pieces the
+  // states ask for (ZeRO 1-2: a partition's all-gather starts while the optimizer steps the rest),
+  // and with NVMe one sub-group at a time (no full fp32 master is ever in RAM).
+  p_->optimizer->step(
+      grads.flat,
+      [this](size_t g, int64_t offset, const torch::Tensor& master) { p_->states->write_back_range(g, offset, master); },
+      p_->states->write_back_pieces());
   p_->states->finish_write_back();
   p_->telemetry->optimizer_ran(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_opt).count());
   if (p_->scheduler) {

@@ -115,28 +115,6 @@ std::function<void()> allreduce_average_async(comm::Communicator& comm, torch::T
   };
 }
 
-void all_gather_in_place(comm::Communicator& comm, const torch::Tensor& t, int64_t bucket, std::string_view tag) {
-  const int world = comm.size(), rank = comm.rank();
-  if (world == 1) return;
-  const int64_t chunk = chunk_of(t, world);
-  auto mine = t.narrow(0, rank * chunk, chunk);
-  if (t.numel() <= bucket) {
-    comm.all_gather(as_buffer(mine), as_buffer(t), tag);
-    return;
-  }
-  const int64_t per = per_rank_bucket(bucket, world, chunk);
-  auto packed = torch::empty({per * world}, t.options());
-  auto chunks = t.view({world, chunk});
-  for (int64_t off = 0; off < chunk; off += per) {
-    const int64_t len = std::min(per, chunk - off);
-    auto pk = packed.narrow(0, 0, len * world);
-    auto in = pk.narrow(0, rank * len, len);
-    in.copy_(mine.narrow(0, off, len));
-    comm.all_gather(as_buffer(in), as_buffer(pk), tag);
-    chunks.narrow(1, off, len).copy_(pk.view({world, len}));
-  }
-}
-
 void broadcast_from_rank0(comm::Communicator& comm, const torch::Tensor& t, std::string_view tag) {
   if (comm.size() == 1) return;
   comm.broadcast(as_buffer(t), 0, tag);

@@ -1,7 +1,8 @@
 // Tensor-level collectives for the ZeRO stages, over a Communicator and contiguous CPU tensors:
-// DeepSpeed's gradient averaging (reference §3) as all-reduce or reduce-scatter, the in-place
-// all-gather of updated 16-bit partitions, and the start-of-training broadcast. Each respects
-// its bucket size (elements) so temporary buffers stay bounded.
+// DeepSpeed's gradient averaging (reference §3) as all-reduce or reduce-scatter, and the
+// start-of-training broadcast (the updated partitions' all-gathers: streamed_param_gather.h and
+// overlapped_param_gather.h). Each respects its bucket size (elements) so temporary buffers stay
+// bounded.
 #pragma once
 
 #include <torch/torch.h>
@@ -44,9 +45,6 @@ std::function<void()> reduce_average_async(comm::Communicator& comm, torch::Tens
 // allreduce_average as one collective, started now (same contract as above).
 std::function<void()> allreduce_average_async(comm::Communicator& comm, torch::Tensor t, Averaging avg,
                                               std::string_view tag);
-
-// t holds world equal chunks and this rank's chunk is current; afterwards every chunk is.
-void all_gather_in_place(comm::Communicator& comm, const torch::Tensor& t, int64_t bucket, std::string_view tag);
 
 // Makes `t` on every rank equal to rank 0's.
 void broadcast_from_rank0(comm::Communicator& comm, const torch::Tensor& t, std::string_view tag);

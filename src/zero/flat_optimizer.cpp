@@ -10,6 +10,7 @@
 #include "optim/lamb.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"
+#include "optim/tiles.h"
 #include "util/error.h"
 #include "util/logging.h"
 
@@ -124,7 +125,8 @@ FlatOptimizer::FlatOptimizer(const OptimizerConfig& config, const std::vector<Gr
   }
 }
 
-void FlatOptimizer::step(const std::vector<torch::Tensor>& grads, const MasterSink& sink) {
+void FlatOptimizer::step(const std::vector<torch::Tensor>& grads, const MasterSink& sink,
+                         const std::vector<int64_t>& pieces) {
   DS_ASSERT(grads.size() == groups_.size(), "one gradient span per group");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < groups_.size(); ++i)
@@ -136,12 +138,38 @@ void FlatOptimizer::step(const std::vector<torch::Tensor>& grads, const MasterSi
   }
   if (compressed_) {
     step_compressed(grads);
-  } else {
-    begin_step();
-    for (size_t i = 0; i < groups_.size(); ++i) step_group(groups_[i], grads[i]);
+    if (sink)
+      for (size_t i = 0; i < groups_.size(); ++i) sink(i, 0, groups_[i].master);
+    return;
   }
-  if (sink)
-    for (size_t i = 0; i < groups_.size(); ++i) sink(i, 0, groups_[i].master);
+  begin_step();
+  const bool elementwise = config_.type != OptimizerType::Lamb &&
+                           !(calls_ == KernelCalls::PerTensor &&
+                             (config_.type == OptimizerType::Adam || config_.type == OptimizerType::AdamW));
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const int64_t piece = i < pieces.size() ? pieces[i] : 0;
+    if (sink && elementwise && piece > 0 && piece < groups_[i].numel) {
+      step_group_in_pieces(i, grads[i], piece, sink);
+      continue;
+    }
+    step_group(groups_[i], grads[i]);
+    if (sink) sink(i, 0, groups_[i].master);
+  }
+}
+
+void FlatOptimizer::step_group_in_pieces(size_t gi, const torch::Tensor& grad, int64_t piece, const MasterSink& sink) {
+  DS_ASSERT(piece % optim::kTileAlign == 0, "pieces start where a whole-span pass starts a tile");
+  Group& g = groups_[gi];
+  const int64_t n = g.master.numel();
+  const int64_t sub = sub_group_size_ > 0 ? sub_group_size_ : std::max<int64_t>(n, 1);
+  for (int64_t s = 0; s < n; s += sub) {
+    const int64_t end = std::min(s + sub, n);
+    for (int64_t off = s; off < end; off += piece) {
+      const int64_t len = std::min(piece, end - off);
+      step_span(g, grad.data_ptr<float>(), off, len, /*same_call=*/off > s);
+      sink(gi, off, g.master.narrow(0, off, len));
+    }
+  }
 }
 
 void FlatOptimizer::begin_step() {
@@ -200,7 +228,7 @@ void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
   for (int64_t off = 0; off < n; off += sub) step_span(g, gr, off, std::min(sub, n - off));
 }
 
-void FlatOptimizer::step_span(Group& g, const float* grad, int64_t off, int64_t n) {
+void FlatOptimizer::step_span(Group& g, const float* grad, int64_t off, int64_t n, bool same_call) {
   float* p = f32(g.master) + off;
   const float* gr = grad + off;
   auto state = [&](const char* name) { return f32(g.state[name]) + off; };
@@ -218,7 +246,7 @@ void FlatOptimizer::step_span(Group& g, const float* grad, int64_t off, int64_t 
       float* m = state("exp_avg");
       float* v = state("exp_avg_sq");
       if (calls_ == KernelCalls::PerPartition) {
-        adam_state_.advance(steps_, h.beta1, h.beta2);
+        if (!same_call) adam_state_.advance(steps_, h.beta1, h.beta2);
         optim::adam_update(p, gr, m, v, n, h, adam_state_);
       } else {
         for (auto [s_off, len] : g.segments) {  // stage 0: per tensor (off is 0 here)

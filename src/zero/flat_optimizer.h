@@ -79,8 +79,12 @@ class FlatOptimizer {
   // span in RAM, one sub-group at a time when swapped (valid only during the call).
   using MasterSink = std::function<void(size_t g, int64_t offset, const torch::Tensor& master)>;
   // One step of every group from fp32 gradient spans [padded_numel], one per group; `sink` (if
-  // given) sees every updated master span — the only way to see them when swapped.
-  void step(const std::vector<torch::Tensor>& fp32_grads, const MasterSink& sink = {});
+  // given) sees every updated master span — the only way to see them when swapped. pieces[g] > 0:
+  // an elementwise optimizer steps group g that many elements at a time (front to back) and hands
+  // each piece to the sink as soon as it is updated, so the parameters' exchange can start (the
+  // numbers are the same: pieces are tile-aligned). Lamb and the 1-bit family step whole groups.
+  void step(const std::vector<torch::Tensor>& fp32_grads, const MasterSink& sink = {},
+            const std::vector<int64_t>& pieces = {});
   // The same step in pieces (ZeRO-Offload overlap): begin_step() once, then step_range over
   // disjoint ranges that together cover every group's span. `fp32_grads` is group g's whole span.
   // Not for Lamb (its trust ratio needs whole parameters).
@@ -155,7 +159,12 @@ class FlatOptimizer {
   void setup_swapper(const std::vector<torch::Tensor>& storage, const MasterPlacement& placement, MemoryLedger& ledger);
   void step_swapped(const std::vector<torch::Tensor>& fp32_grads, const MasterSink& sink);
   void step_group(Group& g, const torch::Tensor& grad);
-  void step_span(Group& g, const float* grad, int64_t offset, int64_t n);
+  // step_group in pieces of at most `piece` elements (inside each sub-group), each handed to sink:
+  // the same kernel calls cut shorter, so the same numbers.
+  void step_group_in_pieces(size_t gi, const torch::Tensor& grad, int64_t piece, const MasterSink& sink);
+  // One kernel call over [offset, offset + n). same_call: the continuation of the previous span's
+  // call (a piece of one sub-group), so Adam's beta^t is not advanced again.
+  void step_span(Group& g, const float* grad, int64_t offset, int64_t n, bool same_call = false);
   void step_compressed(const std::vector<torch::Tensor>& fp32_grads);
 
   OptimizerConfig config_;

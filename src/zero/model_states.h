@@ -83,6 +83,9 @@ class ModelStates {
   // piece to its shards at once, so no full master is ever in RAM.
   virtual void write_back_range(size_t g, int64_t offset, const torch::Tensor& master);
   virtual void finish_write_back();
+  // Per group, the piece size (elements) in which write_back_range lets the parameters' exchange
+  // start while the optimizer steps the rest; empty or 0: whole spans are as good.
+  virtual std::vector<int64_t> write_back_pieces() const { return {}; }
   virtual void zero_grads() = 0;
   // The gradient accumulated so far for a named parameter, as a view: summing into it before
   // reduce_gradients changes what is reduced (a pipeline's tied copies). Stages 0 and 1 only: the

@@ -94,6 +94,9 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
                                                       config_.zero_optimization.allgather_bucket_size);
     layers_->set_hooks(gather_);
     o.ledger->add(o.tier, MemKind::Buffers, gather_->staging_bytes());
+  } else {
+    streamed_ = std::make_unique<StreamedParamGather>(comm_, *precision_, partitions_,
+                                                      config_.zero_optimization.allgather_bucket_size);
   }
   if (stage_ == 1) {
     for (size_t g = 0; offload_ && g < num_groups(); ++g) {
@@ -266,21 +269,29 @@ torch::Tensor PartitionedStates::local_grads(size_t g) const {
 }
 
 void PartitionedStates::write_back(const std::vector<torch::Tensor>& masters) {
+  for (size_t g = 0; g < num_groups(); ++g) write_back_range(g, 0, masters[g]);
+  finish_write_back();
+}
+
+std::vector<int64_t> PartitionedStates::write_back_pieces() const {
+  std::vector<int64_t> pieces(num_groups(), 0);
+  for (size_t g = 0; streamed_ && g < num_groups(); ++g) pieces[g] = streamed_->chunk(g);
+  return pieces;
+}
+
+void PartitionedStates::write_back_range(size_t g, int64_t offset, const torch::Tensor& master) {
   torch::NoGradGuard no_grad;
   settle_params();  // the last step's gather, if no forward waited for it
-  for (size_t g = 0; g < num_groups(); ++g) {
-    auto mine = local_params(g);
-    if (mine.data_ptr() != masters[g].data_ptr()) mine.copy_(masters[g]);  // rounds to the model dtype
-    if (gather_) {  // the others' partitions arrive behind the next forward
-      const FlatPartition& part = partitions_[g];
-      precision_->refresh_compute(g, part.begin(comm_.rank()), part.partition_size());
-      continue;
-    }
-    all_gather_in_place(comm_, precision_->storage(g), config_.zero_optimization.allgather_bucket_size,
-                        "allgather_parameters");
-    precision_->refresh_compute(g);
-  }
-  if (gather_) gather_->start();
+  auto mine = local_params(g).narrow(0, offset, master.numel());
+  if (mine.data_ptr() != master.data_ptr()) mine.copy_(master);  // rounds to the model dtype
+  if (streamed_) return streamed_->updated(g, offset, master.numel());
+  // zero_overlap_param_gather: the others' partitions arrive behind the next forward.
+  precision_->refresh_compute(g, partitions_[g].begin(comm_.rank()) + offset, master.numel());
+}
+
+void PartitionedStates::finish_write_back() {
+  if (streamed_) return streamed_->finish();
+  gather_->start();
 }
 
 void PartitionedStates::zero_grads() {

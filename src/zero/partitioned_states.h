@@ -1,8 +1,9 @@
 // Stages 1 and 2: whole 16-bit parameters on every rank; each flat group padded to a multiple of
 // 2·world elements and split into world equal partitions (reference §4.1); this rank's optimizer
 // (fp32 master and state) covers only its partition. After the step the updated partitions are
-// all-gathered in place (allgather_bucket_size elements at a time), inside the step or, with
-// zero_overlap_param_gather, behind the next forward (overlapped_param_gather.h).
+// all-gathered (allgather_bucket_size elements at a time), each chunk as soon as the optimizer has
+// updated it, while it steps the rest (streamed_param_gather.h) or, with zero_overlap_param_gather,
+// behind the next forward (overlapped_param_gather.h).
 //   stage 1: full gradients accumulate across micro-steps as at stage 0; at the boundary they are
 //            reduce-scattered (reduce_bucket_size) so each rank holds its partition's average.
 //   stage 2: no full gradient buffer. GradientBuckets takes each gradient as autograd completes it;
@@ -15,6 +16,7 @@
 #include "zero/overlapped_param_gather.h"
 #include "zero/partition.h"
 #include "zero/precision_buffers.h"
+#include "zero/streamed_param_gather.h"
 #include "zero/sub_group_tracker.h"
 
 namespace ds::zero {
@@ -37,6 +39,9 @@ class PartitionedStates final : public ModelStates {
   torch::Tensor local_grads(size_t g) const override;
   bool partitioned() const override { return true; }
   void write_back(const std::vector<torch::Tensor>& masters) override;
+  std::vector<int64_t> write_back_pieces() const override;
+  void write_back_range(size_t g, int64_t offset, const torch::Tensor& master) override;
+  void finish_write_back() override;
   void zero_grads() override;
   torch::Tensor accumulated_grad(const std::string& name) override;
   int64_t numel() const override { return flat_.numel(); }
@@ -75,6 +80,7 @@ class PartitionedStates final : public ModelStates {
   // other collectives of the data-parallel group; and the layers' hooks that wait for them.
   std::unique_ptr<comm::Communicator> gather_comm_;
   std::shared_ptr<OverlappedParamGather> gather_;
+  std::unique_ptr<StreamedParamGather> streamed_;  // otherwise: the gather inside the step
 };
 
 // The named pieces of `partition`'s share of rank `rank`, as a layout whose offsets are relative

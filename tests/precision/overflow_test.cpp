@@ -1,4 +1,5 @@
-// has_inf_or_nan / first_non_finite for each floating dtype, and unscale+clip (reference §10).
+// has_inf_or_nan / first_non_finite for each floating dtype, unscale+clip (reference §10), and the
+// double sum of squares the gradient norm is made of.
 #include "precision/overflow.h"
 
 #include <gtest/gtest.h>
@@ -6,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "precision/gradient_spans.h"
 #include "precision/loss_scaler.h"
 
 namespace ds::precision {
@@ -126,6 +128,27 @@ TEST(OverflowUnscaleClipTest, UnitScaleClipsBf16AndFp32Runs) {
   std::vector<torch::Tensor> same = {torch::tensor({30.0f, 40.0f})};
   EXPECT_EQ(unscale_and_clip(same, 1.0, 0.0, 50.0), 1.0);
   EXPECT_TRUE(torch::equal(same[0], torch::tensor({30.0f, 40.0f})));
+}
+
+TEST(GradientNormTest, SumOfSquaresIsDeepSpeedsDoubleNormSquaredWhateverTheThreads) {
+  // Lengths around the 8-wide inner loop and the 65536-element blocks; the double sum must match
+  // torch's g.double().square().sum() to double rounding, and not move with the thread count.
+  const int threads = at::get_num_threads();
+  for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{65536}, int64_t{65536 * 3 + 5}}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    auto g = torch::randn({n}) * 1e3;
+    const double want = g.to(torch::kFloat64).square().sum().item<double>();
+    at::set_num_threads(1);
+    const double one = sum_of_squares(g);
+    at::set_num_threads(std::max(2, threads));
+    const double many = sum_of_squares(g);
+    at::set_num_threads(threads);
+    EXPECT_NEAR(one, want, 1e-12 * std::max(1.0, want));
+    EXPECT_EQ(one, many);
+  }
+  // Not contiguous (and not fp32): the torch expression itself.
+  auto m = torch::randn({64, 3}, torch::kFloat64).t();
+  EXPECT_EQ(sum_of_squares(m), m.square().sum().item<double>());
 }
 
 }  // namespace

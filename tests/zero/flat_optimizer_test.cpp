@@ -51,6 +51,47 @@ TEST(FlatOptimizer, PerTensorCallsFollowDeepSpeedsKernelCallPattern) {
   EXPECT_EQ(ledger.bytes(Tier::Device, MemKind::Master), 0u);  // fp32 storage is its own master
 }
 
+TEST(FlatOptimizer, PiecesHandEachUpdatedSpanOverWithTheSameNumbers) {
+  // A 1000-element group padded to 1024. Stepped in pieces (as ZeRO 1-2 asks, so the all-gather of
+  // what is updated can start), the sink sees consecutive pieces front to back, each already final,
+  // and the masters equal a whole-span step bit for bit — also inside sub-groups whose size is not
+  // a multiple of the piece.
+  FlatGroup g;
+  g.numel = 1000;
+  g.padded_numel = 1024;
+  g.slots.push_back({"a", {600}, 0, 600, {}});
+  g.slots.push_back({"b", {400}, 600, 400, {}});
+  for (int64_t sub : {int64_t{0}, int64_t{500}}) {
+    SCOPED_TRACE("sub_group_size " + std::to_string(sub));
+    torch::manual_seed(5);
+    auto p0 = torch::randn({1024});
+    MemoryLedger ledger;
+    MasterPlacement placement;
+    placement.sub_group_size = sub;
+    FlatOptimizer whole(adamw(), {}, {g}, {p0.clone()}, ledger, Tier::Device, KernelCalls::PerPartition, placement);
+    FlatOptimizer pieced(adamw(), {}, {g}, {p0.clone()}, ledger, Tier::Device, KernelCalls::PerPartition, placement);
+    for (int step = 1; step <= 3; ++step) {
+      auto grad = torch::randn({1024});
+      whole.step({grad});
+      std::vector<std::pair<int64_t, int64_t>> seen;
+      pieced.step({grad}, [&](size_t gi, int64_t offset, const torch::Tensor& master) {
+        EXPECT_EQ(gi, 0u);
+        EXPECT_TRUE(torch::equal(master, whole.master(0).narrow(0, offset, master.numel()))) << "offset " << offset;
+        seen.emplace_back(offset, master.numel());
+      }, {128});
+      int64_t at = 0;
+      for (auto [offset, n] : seen) {
+        EXPECT_EQ(offset, at) << "pieces come front to back";
+        EXPECT_LE(n, 128);
+        at += n;
+      }
+      EXPECT_EQ(at, 1024);
+      EXPECT_EQ(seen.size(), sub == 0 ? 8u : 9u);  // [0, 500) and [500, 1000) cut at 128s, then [1000, 1024)
+      ASSERT_TRUE(torch::equal(pieced.master(0), whole.master(0))) << "step " << step;
+    }
+  }
+}
+
 TEST(FlatOptimizer, SixteenBitStorageGetsAnFp32MasterCopy) {
   MemoryLedger ledger;
   auto storage = torch::ones({16}, torch::kBFloat16);

@@ -149,6 +149,47 @@ TEST(PartitionedStates, WriteBackGathersEveryRanksUpdatedPartition) {
   }
 }
 
+TEST(PartitionedStates, WriteBackStartsEachChunksGatherOnceItIsUpdated) {
+  // One group of 300 + 200 elements, padded to 512: partitions of 512 / world. With
+  // allgather_bucket_size 64 · world each rank's partition is gathered in chunks of 64 elements,
+  // and a chunk's all-gather starts the moment the optimizer's pieces cover it, before the rest of
+  // the partition is written; pieces of any size, in order, give the same parameters.
+  Config config;
+  const int world = dp().size(), rank = dp().rank();
+  config.zero_optimization.stage = 2;
+  config.zero_optimization.allgather_bucket_size = 64 * world;
+  MemoryLedger ledger;
+  std::vector<NamedParam> params = {{"a", torch::zeros({300}).requires_grad_(), 0},
+                                    {"b", torch::zeros({20, 10}).requires_grad_(), 0}};
+  ModelStatesOptions o;
+  o.config = &config;
+  o.zero.stage = 2;
+  o.comm = &dp();
+  o.ledger = &ledger;
+  PartitionedStates states(o, params);
+  const FlatPartition& part = states.partition(0);
+  ASSERT_EQ(part.padded_numel(), 512);
+  const int64_t chunk = world == 1 ? part.partition_size() : 64;
+  EXPECT_EQ(states.write_back_pieces(), std::vector<int64_t>{chunk});
+  auto master = torch::arange(part.begin(rank), part.end(rank), torch::kFloat32) + 7.0f;
+  const auto gathers = [&] {
+    int64_t n = 0;
+    for (const auto& t : dp().collective_log().totals())
+      if (t.tag == "allgather_parameters") n = t.calls;
+    return n;
+  };
+  const int64_t before = gathers();
+  states.write_back_range(0, 0, master.narrow(0, 0, 70));  // covers the first chunk (at world > 1)
+  EXPECT_EQ(gathers() - before, world == 1 ? 0 : 1) << "the first chunk's all-gather started before the rest";
+  states.write_back_range(0, 70, master.narrow(0, 70, 3));
+  states.write_back_range(0, 73, master.narrow(0, 73, master.numel() - 73));
+  states.finish_write_back();
+  EXPECT_EQ(gathers() - before, world == 1 ? 0 : part.partition_size() / chunk);
+  auto want = torch::arange(0, 500, torch::kFloat32) + 7.0f;
+  EXPECT_TRUE(torch::equal(params[0].param, want.narrow(0, 0, 300))) << params[0].param;
+  EXPECT_TRUE(torch::equal(params[1].param, want.narrow(0, 300, 200).view({20, 10}))) << params[1].param;
+}
+
 TEST(PartitionedStates, SubGroupStepsSeeFinalGradientsOnceEach) {
   // Stage 2 with 5-element sub-groups of this rank's partitions (16 and 8 elements at world 2, 32
   // and 16 alone). A range is reported during backward iff it holds parameter values of this rank
