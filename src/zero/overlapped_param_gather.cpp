@@ -16,7 +16,7 @@ OverlappedParamGather::OverlappedParamGather(comm::Communicator& comm, const Fla
     : comm_(comm), flat_(flat), precision_(precision), work_(kInFlight) {
   const int world = comm_.size(), rank = comm_.rank();
   const auto& groups = flat_.groups();
-  // Each group's buckets, as StreamedParamGather cuts them, and where each parameter lives.
+  // Each group's buckets (allgather_bucket_size / world elements per rank), and where each parameter lives.
   std::vector<std::vector<Bucket>> per_group(groups.size());
   std::vector<int64_t> per_rank(groups.size());
   struct Where {

@@ -1,8 +1,8 @@
 // ZeRO stages 1-2 with zero_overlap_param_gather (ours; Megatron's overlap_param_gather): the
 // all-gather of the updated partitions runs behind the next forward instead of inside step().
 //
-// The gather is cut into buckets as StreamedParamGather cuts it (allgather_bucket_size elements,
-// each covering the same offsets of every rank's partition) and the buckets are issued in the order
+// The gather is cut into buckets of allgather_bucket_size elements, each covering the same offsets
+// of every rank's partition (StreamedParamGather cuts its chunks so too, tile-aligned), and the buckets are issued in the order
 // the layers first read them, the same order on every rank. Before layer i runs (LayerList hook)
 // the buckets it reads from other ranks' partitions are waited for and copied into place; at most
 // kInFlight buckets' staging buffers exist, refilled as buckets land. finish() makes every
