@@ -2,8 +2,8 @@
 // all-gather of the updated partitions runs behind the next forward instead of inside step().
 //
 // The gather is cut into buckets of allgather_bucket_size elements, each covering the same offsets
-// of every rank's partition (StreamedParamGather cuts its chunks so too, tile-aligned), and the buckets are issued in the order
-// the layers first read them, the same order on every rank. Before layer i runs (LayerList hook)
+// of every rank's partition (StreamedParamGather cuts its chunks so too, tile-aligned), and the
+// buckets are issued in the order the layers first read them, the same order on every rank. Before layer i runs (LayerList hook)
 // the buckets it reads from other ranks' partitions are waited for and copied into place; at most
 // kInFlight buckets' staging buffers exist, refilled as buckets land. finish() makes every
 // parameter current: the engine calls it after each forward and before anything else reads or
