@@ -141,6 +141,8 @@ int train(E& engine, Run& r) {
               static_cast<long long>(opt.steps - first_step), ds::format_duration(total).c_str(), first_loss,
               last_loss, tokens_per_step * double(opt.steps - first_step) / total,
               ds::format_bytes(ds::peak_rss_bytes()).c_str());
+  std::fflush(stdout);
+  if (engine.config().comms_logger.enabled) engine.log_comms_summary();  // as a DeepSpeed script's log_summary()
   return 0;
 }
 

@@ -1,8 +1,10 @@
 // Argument validation, logging and the blocking wrappers shared by every backend.
 #include "comm/communicator.h"
 
+#include <chrono>
 #include <string>
 
+#include "comm/comms_logger.h"
 #include "util/error.h"
 
 namespace ds::comm {
@@ -31,6 +33,11 @@ bool overlaps(ConstBuffer a, ConstBuffer b) {
   return a.count > 0 && b.count > 0 && a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
 }
 
+// What the collective log counts as its payload: the buffer on this rank (an all-gather's output).
+int64_t payload_bytes(const Collective& c) {
+  return c.kind == OpKind::AllGather || c.kind == OpKind::Broadcast ? c.out.bytes() : c.in.bytes();
+}
+
 }  // namespace
 
 std::string describe(const Collective& c) {
@@ -40,20 +47,21 @@ std::string describe(const Collective& c) {
   if (c.kind == OpKind::AllReduce || c.kind == OpKind::ReduceScatter || c.kind == OpKind::Reduce)
     s += std::string(to_string(c.op)) + ", ";
   if (c.kind == OpKind::Reduce || c.kind == OpKind::Broadcast) s += "root " + std::to_string(c.root) + ", ";
-  const int64_t bytes = c.kind == OpKind::AllGather || c.kind == OpKind::Broadcast ? c.out.bytes() : c.in.bytes();
-  return s + format_bytes(bytes) + " " + std::string(to_string(c.out.type)) + ")";
+  return s + format_bytes(payload_bytes(c)) + " " + std::string(to_string(c.out.type)) + ")";
 }
 
 Communicator::~Communicator() = default;
 
 Work Communicator::submit(Collective c, std::string_view tag) {
-  const int64_t bytes = c.kind == OpKind::AllGather || c.kind == OpKind::Broadcast ? c.out.bytes() : c.in.bytes();
+  const int64_t bytes = payload_bytes(c);
   c.seq = log_.begin(c.kind, bytes, c.out.type, c.op, tag, wire_bytes(c.kind, bytes, size()));
+  c.tag = tag;
   return launch(c);
 }
 
 std::exception_ptr Communicator::run_logged(const Collective& c, const std::function<void()>& body) noexcept {
   log_.mark_running(c.seq);
+  const auto started = std::chrono::steady_clock::now();
   std::exception_ptr error;
   try {
     body();
@@ -65,6 +73,9 @@ std::exception_ptr Communicator::run_logged(const Collective& c, const std::func
     error = std::make_exception_ptr(CommError(describe(c) + ": unknown error"));
   }
   log_.finish(c.seq, error == nullptr);
+  if (error == nullptr && CommsLogger::global().enabled())
+    CommsLogger::global().record(c.kind, c.tag, payload_bytes(c), size(),
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return error;
 }
 

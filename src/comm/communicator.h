@@ -29,6 +29,7 @@ struct Collective {
   ReduceOp op = ReduceOp::Sum;
   int root = 0;     // broadcast
   uint64_t seq = 0;
+  std::string tag;  // the caller's label, as in the collective log
 };
 
 class Communicator {

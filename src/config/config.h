@@ -87,6 +87,7 @@ struct Config {
   JsonlMonitorConfig jsonl_monitor;  // deepspeed.cpp extension
   WandbConfig wandb;
   CometConfig comet;
+  CommsLoggerConfig comms_logger;
   CheckpointConfig checkpoint;
   AutotuningConfig autotuning;
 

@@ -1,13 +1,24 @@
 // Monitor sections "tensorboard", "csv_monitor", "wandb", "comet" (reference §14.2), plus our
-// "jsonl_monitor". DeepSpeed validates its sections strictly, so an unknown key in them is an
+// "jsonl_monitor", and DeepSpeed's "comms_logger". DeepSpeed validates its sections strictly, so an unknown key in them is an
 // error; jsonl_monitor follows the same rule.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ds {
+
+// "comms_logger" (DeepSpeed's deepspeed/comm/config.py, validated strictly): times every collective
+// and keeps count, latency and bandwidth per operation and message size (comm/comms_logger.h).
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;   // one line per collective on rank 0
+  bool prof_all = true;   // every collective; false: only those named in prof_ops
+  bool debug = false;     // record names carry the caller's tag
+  std::vector<std::string> prof_ops;
+};
 
 struct TensorBoardConfig {
   bool enabled = false;

@@ -1,6 +1,9 @@
 // Small sections: "aio" (§1.7), "activation_checkpointing" (§12), "flops_profiler" (§14.1),
 // the monitors (§14.2) and "checkpoint" (§1.3).
 #include "config/parse_sections.h"
+
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace ds::config_detail {
@@ -107,6 +110,21 @@ void parse_monitors(SectionReader& top, Config& cfg) {
     s.read("mode", c.mode);
     s.finish();
     if (c.enabled) warn_unsupported(top.ctx(), "comet", "no Comet client; use csv_monitor or tensorboard");
+  }
+  {
+    SectionReader s(top.ctx(), top.raw("comms_logger"), "comms_logger", UnknownKeys::Error);
+    CommsLoggerConfig& c = cfg.comms_logger;
+    s.read("enabled", c.enabled);
+    s.read("verbose", c.verbose);
+    s.read("prof_all", c.prof_all);
+    s.read("debug", c.debug);
+    if (const Json* ops = s.take("prof_ops"); ops != nullptr && !ops->is_null()) {
+      const bool strings = ops->is_array() && std::all_of(ops->begin(), ops->end(), [](const Json& v) { return v.is_string(); });
+      if (!strings)
+        throw ConfigError(s.key_path("prof_ops"), ops->dump() + ": expected a list of operation names, e.g. [\"all_reduce\"]");
+      for (const auto& v : *ops) c.prof_ops.push_back(v.get<std::string>());
+    }
+    s.finish();
   }
 }
 

@@ -296,7 +296,7 @@ void parse_unsupported(SectionReader& top) {
   // Keys DeepSpeed reads that deepspeed.cpp has no implementation for. Present and not switched
   // off ({"enabled": false}, false, null or {}) → one warning each.
   static constexpr const char* kUnsupported[] = {
-      "comms_logger", "compile", "compression_training", "curriculum_learning",
+      "compile", "compression_training", "curriculum_learning",
       "data_efficiency", "datastates", "eigenvalue", "expert_parallel", "hybrid_engine", "nebula",
       "progressive_layer_drop", "quantize_training", "seq_parallel_communication_data_type",
       "sparse_attention", "timers", "torch_autocast",

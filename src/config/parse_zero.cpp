@@ -117,9 +117,6 @@ void warn_no_effect_keys(SectionReader& z, const ZeroConfig& c) {
             "reduce_scatter say; the sums are the same");
   no_effect("elastic_checkpoint", c.elastic_checkpoint && c.stage != 3, "true",
             "checkpoints always load at any data-parallel size, stage or offload (docs/checkpoint.md)");
-  no_effect("ignore_unused_parameters", !c.ignore_unused_parameters, "false",
-            "a trainable parameter that takes no part in the loss is not reported; its gradient is zero and it "
-            "is stepped as such (weight decay still applies)");
   no_effect("override_module_apply", !c.override_module_apply, "false",
             "stage 3 partitions a C++ module after it is built, without patching Module.apply");
   no_effect("pipeline_loading_checkpoint", c.pipeline_loading_checkpoint, "true",
@@ -279,6 +276,11 @@ void parse_zero(SectionReader& top, Config& cfg) {
     z.ctx().warn(z.key_path("load_from_fp32_weights") +
                  ": false is ignored at stage 3, as DeepSpeed ignores it there: stage 3 always loads its fp32 "
                  "partitions from the checkpoint (stages 0-2 restart the fp32 master from the 16-bit weights)");
+  }
+  if (!c.ignore_unused_parameters && (c.stage == 0 || c.stage == 3)) {
+    z.ctx().warn(z.key_path("ignore_unused_parameters") + ": false is ignored at stage " + stage +
+                 ", as DeepSpeed ignores it there: only stages 1-2 stop when a trainable parameter takes no part in "
+                 "the loss; here its gradient is zero and it is stepped as such (weight decay still applies)");
   }
   warn_no_effect_keys(z, c);
 }

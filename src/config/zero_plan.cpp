@@ -25,6 +25,8 @@ std::string why_no_overlap(const Config& c, const ZeroPlan& p) {
   if (c.gradient_clipping > 0) return "gradient_clipping needs the global norm of every gradient first";
   if (c.fp16.enabled) return "fp16 checks every gradient for overflow first (and skips the step if one did)";
   if (!c.optimizer) return "no optimizer";
+  if (!c.zero_optimization.ignore_unused_parameters)
+    return "ignore_unused_parameters false checks that every parameter got a gradient first";
   if (p.optimizer == Placement::Nvme) return "NVMe swapping streams the sub-groups through its buffers in order";
   return "";
 }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "comm/comms_logger.h"
 #include "parallel/tp_input_check.h"
 #include "precision/step_decision.h"
 #include "runtime/engine_builder.h"
@@ -234,6 +235,12 @@ const zero::FlatOptimizer* Engine::optimizer() const { return p_->optimizer.get(
 const precision::LossScaler& Engine::loss_scaler() const { return *p_->scaler; }
 const nn::ActivationCheckpointing* Engine::activation_checkpointing() const { return p_->activation_checkpointing.get(); }
 const MemoryLedger& Engine::memory() const { return *p_->ledger; }
+std::string Engine::log_comms_summary() const {
+  std::string table = comm::CommsLogger::global().format_summary();
+  log::info("communication summary (comms_logger):\n{}", table);
+  return table;
+}
+
 std::string Engine::memory_report() const { return "memory held by the engine, per tier:\n" + p_->ledger->table(); }
 
 }  // namespace ds

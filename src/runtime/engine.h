@@ -124,6 +124,9 @@ class Engine {
   const nn::ActivationCheckpointing* activation_checkpointing() const;
   const MemoryLedger& memory() const;
   std::string memory_report() const;
+  // DeepSpeed's deepspeed.comm.log_summary(): with "comms_logger" enabled, the table of this rank's
+  // collectives so far (count, latency, bandwidth per operation and message size); rank 0 logs it.
+  std::string log_comms_summary() const;
 
  protected:
   // Called around the user's forward by ModelEngine::forward.

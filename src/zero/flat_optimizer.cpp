@@ -143,12 +143,9 @@ void FlatOptimizer::step(const std::vector<torch::Tensor>& grads, const MasterSi
     return;
   }
   begin_step();
-  const bool elementwise = config_.type != OptimizerType::Lamb &&
-                           !(calls_ == KernelCalls::PerTensor &&
-                             (config_.type == OptimizerType::Adam || config_.type == OptimizerType::AdamW));
   for (size_t i = 0; i < groups_.size(); ++i) {
     const int64_t piece = i < pieces.size() ? pieces[i] : 0;
-    if (sink && elementwise && piece > 0 && piece < groups_[i].numel) {
+    if (sink && !steps_whole_spans() && piece > 0 && piece < groups_[i].numel) {
       step_group_in_pieces(i, grads[i], piece, sink);
       continue;
     }
@@ -215,11 +212,15 @@ void FlatOptimizer::step_range(size_t gi, int64_t begin, int64_t end, const torc
   step_span(groups_[gi], grad.data_ptr<float>(), begin, end - begin);
 }
 
+bool FlatOptimizer::steps_whole_spans() const {
+  const bool adam = config_.type == OptimizerType::Adam || config_.type == OptimizerType::AdamW;
+  return config_.type == OptimizerType::Lamb || (adam && calls_ == KernelCalls::PerTensor);
+}
+
 void FlatOptimizer::step_group(Group& g, const torch::Tensor& grad) {
   const int64_t n = g.master.numel();
   const float* gr = grad.data_ptr<float>();
-  const bool adam = config_.type == OptimizerType::Adam || config_.type == OptimizerType::AdamW;
-  if (config_.type == OptimizerType::Lamb || (adam && calls_ == KernelCalls::PerTensor)) {
+  if (steps_whole_spans()) {
     step_span(g, gr, 0, n);  // per-parameter structure handled inside
     return;
   }

@@ -158,6 +158,9 @@ class FlatOptimizer {
   };
   void setup_swapper(const std::vector<torch::Tensor>& storage, const MasterPlacement& placement, MemoryLedger& ledger);
   void step_swapped(const std::vector<torch::Tensor>& fp32_grads, const MasterSink& sink);
+  // Lamb and per-tensor Adam step each whole span in one call that walks its parameters (the trust
+  // ratio, the per-tensor kernel calls); every other optimizer is elementwise and may be cut anywhere.
+  bool steps_whole_spans() const;
   void step_group(Group& g, const torch::Tensor& grad);
   // step_group in pieces of at most `piece` elements (inside each sub-group), each handed to sink:
   // the same kernel calls cut shorter, so the same numbers.

@@ -98,6 +98,15 @@ PartitionedStates::PartitionedStates(const ModelStatesOptions& o, const std::vec
     streamed_ = std::make_unique<StreamedParamGather>(comm_, *precision_, partitions_,
                                                       config_.zero_optimization.allgather_bucket_size);
   }
+  if (!config_.zero_optimization.ignore_unused_parameters) {
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> tensors;
+    for (const auto& p : params) {
+      names.push_back(p.name);
+      tensors.push_back(p.param);
+    }
+    unused_ = std::make_unique<UnusedParameterCheck>(std::move(names), tensors);
+  }
   if (stage_ == 1) {
     for (size_t g = 0; offload_ && g < num_groups(); ++g) {
       host_grads_.push_back(offload::host_zeros(partitions_[g].partition_size(), torch::kFloat32, o.host));
@@ -244,6 +253,7 @@ GradientBuckets::Finisher PartitionedStates::reduce_bucket(size_t index, const B
 }
 
 void PartitionedStates::reduce_gradients() {
+  if (unused_) unused_->verify(comm_);  // before the optimizer steps anything
   if (stage_ != 1) return;
   torch::NoGradGuard no_grad;
   const Averaging avg{config_.gradient_predivide_factor, config_.prescale_gradients};

@@ -18,6 +18,7 @@
 #include "zero/precision_buffers.h"
 #include "zero/streamed_param_gather.h"
 #include "zero/sub_group_tracker.h"
+#include "zero/unused_parameters.h"
 
 namespace ds::zero {
 
@@ -74,6 +75,7 @@ class PartitionedStates final : public ModelStates {
   std::vector<std::pair<size_t, size_t>> slot_of_;  // stage 2: bucket param index → (group, slot)
   std::unique_ptr<GradientBuckets> buckets_;  // stage 2
   std::unique_ptr<SubGroupTracker> tracker_;  // stage 2 with offload overlap
+  std::unique_ptr<UnusedParameterCheck> unused_;  // ignore_unused_parameters false
   nn::LayerList* layers_ = nullptr;
   // zero_overlap_param_gather: the gather on a communicator of its own, so its buckets, issued as
   // the forward reaches each layer (at times that differ between ranks), never interleave with

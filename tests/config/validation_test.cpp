@@ -154,16 +154,24 @@ TEST(Validation, ImplementationSwitchesWithoutEffectWarnWhenChanged) {
       "load_from_fp32_weights": false})"));
   for (const char* key : {"contiguous_gradients: false", "allgather_partitions: false",
                           "use_multi_rank_bucket_allreduce: false", "elastic_checkpoint: true",
-                          "ignore_unused_parameters: false", "override_module_apply: false",
+                          "override_module_apply: false",
                           "pipeline_loading_checkpoint: true", "enable_sanity_checks: true",
                           "use_all_reduce_for_fetch_params: true", "module_granularity_threshold: 5"})
     EXPECT_TRUE(test::has_warning(c, "zero_optimization." + std::string(key) + " has no effect in deepspeed.cpp: "))
         << key;
-  EXPECT_EQ(c.warnings.size(), 10u) << "load_from_fp32_weights false is honoured at stage 2";
+  EXPECT_EQ(c.warnings.size(), 9u) << "load_from_fp32_weights false and ignore_unused_parameters false are honoured "
+                                       "at stage 2";
   EXPECT_TRUE(test::load(with_batch(R"("zero_optimization": {"stage": 2})")).warnings.empty());
   // Stage 3 always loads its fp32 partitions, as DeepSpeed's does.
   const Config s3 = test::load(with_batch(R"("zero_optimization": {"stage": 3, "load_from_fp32_weights": false})"));
   EXPECT_TRUE(test::has_warning(s3, "zero_optimization.load_from_fp32_weights: false is ignored at stage 3"));
+  // DeepSpeed checks for unused parameters at stages 1-2 only.
+  for (int stage : {0, 3}) {
+    const Config u = test::load(with_batch(
+        fmt::format(R"("zero_optimization": {{"stage": {}, "ignore_unused_parameters": false}})", stage)));
+    EXPECT_TRUE(test::has_warning(
+        u, fmt::format("zero_optimization.ignore_unused_parameters: false is ignored at stage {}", stage)));
+  }
 }
 
 // The same outside zero_optimization: DeepSpeed keys whose non-default value changes nothing here.
@@ -211,7 +219,27 @@ TEST(Validation, UnknownKeyInStrictSectionsIsAnError) {
   for (const char* monitor : {"tensorboard", "csv_monitor", "wandb", "comet"}) {
     EXPECT_CONFIG_ERROR(with_batch("\"" + std::string(monitor) + R"(": {"enabled": false, "outptu_path": "x"})"),
                         std::string(monitor) + ".outptu_path: unknown key");
-  }
+  }  // comms_logger is DeepSpeed's CommsLoggerConfig (a strict model too).
+  EXPECT_CONFIG_ERROR(with_batch(R"("comms_logger": {"enabled": true, "prof_op": ["all_reduce"]})"),
+                      "comms_logger.prof_op: unknown key (did you mean \"prof_ops\"?)");
+  EXPECT_CONFIG_ERROR(with_batch(R"("comms_logger": {"enabled": true, "prof_ops": "all_reduce"})"),
+                      "comms_logger.prof_ops: \"all_reduce\": expected a list of operation names");
+}
+
+TEST(Validation, CommsLoggerIsReadWithDeepSpeedsDefaults) {
+  const Config d = test::load(with_batch(R"("comms_logger": {"enabled": true})"));
+  EXPECT_TRUE(d.comms_logger.enabled);
+  EXPECT_FALSE(d.comms_logger.verbose);
+  EXPECT_TRUE(d.comms_logger.prof_all);
+  EXPECT_FALSE(d.comms_logger.debug);
+  EXPECT_TRUE(d.comms_logger.prof_ops.empty());
+  EXPECT_TRUE(d.warnings.empty()) << "comms_logger is implemented";
+  const Config c = test::load(with_batch(R"("comms_logger": {"enabled": true, "verbose": true, "prof_all": false,
+      "debug": true, "prof_ops": ["all_reduce", "all_gather_into_tensor"]})"));
+  EXPECT_TRUE(c.comms_logger.verbose);
+  EXPECT_FALSE(c.comms_logger.prof_all);
+  EXPECT_TRUE(c.comms_logger.debug);
+  EXPECT_EQ(c.comms_logger.prof_ops, (std::vector<std::string>{"all_reduce", "all_gather_into_tensor"}));
 }
 
 TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
@@ -225,7 +253,7 @@ TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
 
 TEST(Validation, UnsupportedSectionsWarnByName) {
   const Config c = test::load(with_batch(R"("pipeline": {"partition": "uniform"}, "eigenvalue": {"enabled": true},
-      "sparse_attention": {"mode": "fixed"}, "comms_logger": {"enabled": false}, "autotuning": {},
+      "sparse_attention": {"mode": "fixed"}, "nebula": {"enabled": false}, "autotuning": {},
       "hybrid_engine": false, "zero_optimization": {"stage": 3, "mics_shard_size": 2,
       "zero_quantized_weights": true, "zero_quantized_gradients": true})"));
   EXPECT_TRUE(test::has_warning(c, "pipeline is parsed but not supported by deepspeed.cpp yet; ignored (the "
@@ -236,7 +264,7 @@ TEST(Validation, UnsupportedSectionsWarnByName) {
   EXPECT_FALSE(test::has_warning(c, "zero_quantized_weights")) << "qwZ runs at stage 3";
   EXPECT_FALSE(test::has_warning(c, "zero_quantized_gradients")) << "qgZ runs at stage 3";
   // Switched off or empty: nothing to warn about.
-  EXPECT_FALSE(test::has_warning(c, "comms_logger"));
+  EXPECT_FALSE(test::has_warning(c, "nebula"));
   EXPECT_FALSE(test::has_warning(c, "autotuning"));
   EXPECT_FALSE(test::has_warning(c, "hybrid_engine"));
   EXPECT_EQ(c.warnings.size(), 4u);

@@ -1,6 +1,6 @@
 // Features the engine switches on from the config, across real ranks: activation checkpointing
-// over the LayerList at every ZeRO stage (same losses as without), and the flops profiler's report
-// at profile_step (rank 0 writes it).
+// over the LayerList at every ZeRO stage (same losses as without), the flops profiler's report
+// at profile_step (rank 0 writes it), and ignore_unused_parameters false stopping the run.
 #include <deepspeed/deepspeed.h>
 #include <gtest/gtest.h>
 
@@ -9,9 +9,11 @@
 #include <sstream>
 
 #include "comm/comm.h"
+#include "comm/comms_logger.h"
 #include "models/gpt2.h"
 #include "models/token_data.h"
 #include "nn/activation_checkpointing.h"
+#include "util/error.h"
 
 namespace ds {
 namespace {
@@ -73,6 +75,77 @@ TEST_P(CheckpointedStages, GiveTheSameLosses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, CheckpointedStages, ::testing::Values(0, 1, 2, 3));
+
+// DeepSpeed's TestStage2IgnoreUnusedParameters: a layer the loss never reaches. Without clipping the
+// offloaded step could overlap backward; the check keeps it after, so nothing is stepped first.
+struct WithUnusedLayer : torch::nn::Module {
+  WithUnusedLayer() {
+    used = register_module("used", torch::nn::Linear(4, 4));
+    unused = register_module("unused", torch::nn::Linear(4, 4));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& y) { return torch::mse_loss(used(x), y); }
+  torch::nn::Linear used{nullptr}, unused{nullptr};
+};
+
+TEST(IgnoreUnusedParameters, FalseStopsEveryRankAtTheBoundaryBeforeAnyUpdate) {
+  for (const std::string zero : {R"("stage": 1)", R"("stage": 2)", R"("stage": 2, "offload_optimizer": {"device": "cpu"})"}) {
+    for (bool ignore : {false, true}) {
+      SCOPED_TRACE(zero + (ignore ? ", ignore" : ", stop"));
+      torch::manual_seed(3);
+      auto model = std::make_shared<WithUnusedLayer>();
+      auto engine = initialize(model, nlohmann::json::parse(fmt::format(R"({{
+          "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+          "optimizer": {{"type": "Adam", "params": {{"lr": 1e-3}}}}, "gradient_clipping": 0.0,
+          "zero_optimization": {{{}, "ignore_unused_parameters": {}}} }})", zero, ignore)));
+      const int world = engine.world_size();
+      const auto before = model->used->weight.clone();
+      auto micro_step = [&] {
+        engine.backward(engine.forward(torch::randn({2, 4}), torch::randn({2, 4})));
+        engine.step();
+      };
+      micro_step();  // not a boundary: nothing is checked yet
+      if (ignore) {
+        micro_step();
+        EXPECT_FALSE(torch::equal(model->used->weight, before));
+        continue;
+      }
+      engine.backward(engine.forward(torch::randn({2, 4}), torch::randn({2, 4})));
+      try {
+        engine.step();
+        ADD_FAILURE() << "the step went on with an unused parameter";
+      } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        EXPECT_EQ(e.path(), "zero_optimization.ignore_unused_parameters");
+        EXPECT_NE(what.find("2 trainable parameters"), std::string::npos) << what;
+        EXPECT_NE(what.find(fmt::format("unused.weight (on {0} of {0} ranks), unused.bias (on {0} of {0} ranks)", world)),
+                  std::string::npos)
+            << what;
+      }
+      EXPECT_TRUE(torch::equal(model->used->weight, before)) << "no update before the check";
+    }
+  }
+}
+
+// comms_logger: the engine switches DeepSpeed's communication logger on from the config (and off again
+// for the next engine without it); ZeRO-2's collectives are then in the summary.
+TEST(CommsLogger, TheConfigSwitchesItOnAndTheSummaryHasTheEnginesCollectives) {
+  comm::CommsLogger& log = comm::CommsLogger::global();
+  log.reset();
+  train(R"(, "zero_optimization": {"stage": 2}, "comms_logger": {"enabled": true})", 2);
+  const auto rows = log.summary();
+  auto has = [&](const std::string& op) {
+    return std::any_of(rows.begin(), rows.end(), [&](const comm::CommsOpSummary& r) { return r.name == op; });
+  };
+  if (comm::launcher_world_size() > 1) {
+    EXPECT_TRUE(has("broadcast")) << log.format_summary();   // rank 0's parameters at start
+    EXPECT_TRUE(has("all_gather")) << log.format_summary();  // the updated partitions
+    EXPECT_TRUE(has("reduce") || has("reduce_scatter")) << log.format_summary();  // gradient buckets
+  }
+  for (const auto& r : rows) EXPECT_GT(r.count, 0) << r.name;
+  log.reset();
+  train(R"(, "zero_optimization": {"stage": 2})", 1);
+  EXPECT_TRUE(log.summary().empty()) << "an engine without comms_logger switches it off";
+}
 
 TEST(FlopsProfiler, EngineWritesTheReportAtProfileStep) {
   int64_t pid = ::getpid();

@@ -5,6 +5,7 @@
 // sub-group steps armed, each range of the partition is reported once, already final.
 #include "zero/partitioned_states.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -12,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "util/error.h"
 #include "zero_test_env.h"
 
 namespace ds::zero {
@@ -78,8 +80,9 @@ struct States {
   MemoryLedger ledger;
   std::vector<NamedParam> params = make_params();
   std::unique_ptr<PartitionedStates> states;
-  States(int stage, int64_t sub_group_steps = 0) {
+  States(int stage, int64_t sub_group_steps = 0, bool ignore_unused_parameters = true) {
     config.zero_optimization.stage = stage;
+    config.zero_optimization.ignore_unused_parameters = ignore_unused_parameters;
     config.zero_optimization.reduce_bucket_size = 8;  // p3 | p2 | p1 | p0: four buckets at stage 2
     ModelStatesOptions o;
     o.config = &config;
@@ -188,6 +191,49 @@ TEST(PartitionedStates, WriteBackStartsEachChunksGatherOnceItIsUpdated) {
   auto want = torch::arange(0, 500, torch::kFloat32) + 7.0f;
   EXPECT_TRUE(torch::equal(params[0].param, want.narrow(0, 0, 300))) << params[0].param;
   EXPECT_TRUE(torch::equal(params[1].param, want.narrow(0, 300, 200).view({20, 10}))) << params[1].param;
+}
+
+// ignore_unused_parameters false: a parameter is used when some micro-step of the window reached it;
+// one missed on any rank stops every rank at the boundary, each naming it.
+TEST(PartitionedStates, UnusedParameterStopsEveryRankAtTheBoundaryNamingIt) {
+  const int world = dp().size(), rank = dp().rank();
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE(stage);
+    States s(stage, 0, /*ignore_unused_parameters=*/false);
+    auto micro_step = [&](const std::vector<size_t>& used) {
+      s.states->before_forward();
+      auto loss = torch::zeros({});
+      for (size_t k : used) loss = loss + (s.params[k].param * coef(k)).sum();
+      loss.backward();
+      s.states->after_backward();
+    };
+    auto boundary = [&]() -> std::string {
+      try {
+        s.states->reduce_gradients();
+      } catch (const ConfigError& e) {
+        EXPECT_EQ(e.path(), "zero_optimization.ignore_unused_parameters");
+        s.states->zero_grads();
+        return e.what();
+      }
+      s.states->zero_grads();
+      return "";
+    };
+    micro_step({0, 1, 3});
+    micro_step({0, 1, 2, 3});
+    EXPECT_EQ(boundary(), "") << "p2 took part in the second micro-step";
+    micro_step({0, 1});
+    micro_step(rank == 0 ? std::vector<size_t>{0, 1, 2} : std::vector<size_t>{0, 1});
+    const std::string what = boundary();
+    EXPECT_NE(what.find(fmt::format("p3 (on {0} of {0} ranks)", world)), std::string::npos) << what;
+    if (world > 1) {
+      EXPECT_NE(what.find("2 trainable parameters got no gradient"), std::string::npos) << what;
+      EXPECT_NE(what.find(fmt::format("p2 (on {} of {} ranks)", world - 1, world)), std::string::npos) << what;
+    } else {
+      EXPECT_NE(what.find("1 trainable parameter got no gradient"), std::string::npos) << what;
+    }
+    micro_step({0, 1, 2, 3});
+    EXPECT_EQ(boundary(), "") << "each window starts afresh";
+  }
 }
 
 TEST(PartitionedStates, SubGroupStepsSeeFinalGradientsOnceEach) {
