@@ -59,6 +59,7 @@ struct Config {
   std::optional<DType> communication_data_type;  // None: see effective_communication_data_type()
   bool wall_clock_breakdown = false;       // resolved: OR-ed with flops_profiler.enabled
   bool memory_breakdown = false;
+  bool throughput_timer = true;  // timers.throughput.enabled: the RunningAvgSamplesPerSec line at steps_per_print
   bool dump_state = false;
   bool sparse_gradients = false;
   bool disable_allgather = false;          // parsed; DeepSpeed has no consumer either

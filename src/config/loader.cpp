@@ -32,6 +32,7 @@ Config load_config_json(const Json& root, int world_size, const std::string& ori
   config_detail::parse_activation_checkpointing(top, cfg);
   config_detail::parse_flops_profiler(top, cfg);
   config_detail::parse_monitors(top, cfg);
+  config_detail::parse_logging(top, cfg);
   config_detail::parse_checkpoint(top, cfg);
   config_detail::parse_autotuning(top, cfg);
   config_detail::parse_unsupported(top);

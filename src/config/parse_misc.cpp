@@ -1,5 +1,5 @@
 // Small sections: "aio" (§1.7), "activation_checkpointing" (§12), "flops_profiler" (§14.1),
-// the monitors (§14.2) and "checkpoint" (§1.3).
+// the monitors (§14.2), "timers" and "comms_logger", and "checkpoint" (§1.3).
 #include "config/parse_sections.h"
 
 #include <algorithm>
@@ -110,6 +110,21 @@ void parse_monitors(SectionReader& top, Config& cfg) {
     s.read("mode", c.mode);
     s.finish();
     if (c.enabled) warn_unsupported(top.ctx(), "comet", "no Comet client; use csv_monitor or tensorboard");
+  }
+}
+
+void parse_logging(SectionReader& top, Config& cfg) {
+  {  // DeepSpeed reads only "timers.throughput", a strict model; other keys of "timers" are unknown.
+    SectionReader t(top.ctx(), top.raw("timers"), "timers", UnknownKeys::Warn);
+    SectionReader s(top.ctx(), t.raw("throughput"), "timers.throughput", UnknownKeys::Error);
+    s.read("enabled", cfg.throughput_timer);
+    bool synchronized = true;
+    if (s.read("synchronized", synchronized) && !synchronized)
+      warn_no_effect(s.ctx(), s.key_path("synchronized"), "false",
+                     "the throughput timer reads the host clock once the step has returned; on the CPU there is no "
+                     "device queue to synchronise first");
+    s.finish();
+    t.finish();
   }
   {
     SectionReader s(top.ctx(), top.raw("comms_logger"), "comms_logger", UnknownKeys::Error);

@@ -18,6 +18,7 @@ void parse_aio(SectionReader& top, Config& cfg);
 void parse_activation_checkpointing(SectionReader& top, Config& cfg);
 void parse_flops_profiler(SectionReader& top, Config& cfg);
 void parse_monitors(SectionReader& top, Config& cfg);                   // tensorboard, csv, jsonl, wandb, comet
+void parse_logging(SectionReader& top, Config& cfg);                    // timers.throughput, comms_logger
 void parse_checkpoint(SectionReader& top, Config& cfg);
 void parse_autotuning(SectionReader& top, Config& cfg);
 void parse_unsupported(SectionReader& top);

@@ -299,7 +299,7 @@ void parse_unsupported(SectionReader& top) {
       "compile", "compression_training", "curriculum_learning",
       "data_efficiency", "datastates", "eigenvalue", "expert_parallel", "hybrid_engine", "nebula",
       "progressive_layer_drop", "quantize_training", "seq_parallel_communication_data_type",
-      "sparse_attention", "timers", "torch_autocast",
+      "sparse_attention", "torch_autocast",
       "trackio", "use_data_before_expert_parallelism", "weight_quantization"};
   for (const char* key : kUnsupported) {
     const Json* v = top.take(key);

@@ -131,7 +131,7 @@ void StepTelemetry::log_throughput(const StepSnapshot& s, double step_seconds) {
   // DeepSpeed's running average leaves out the first two global steps (start_step = 2).
   if (s.global_steps > 2) run_seconds_ += step_seconds;
   const auto every = config_.steps_per_print;
-  if (!every || *every <= 0 || s.global_steps % *every != 0) return;
+  if (!config_.throughput_timer || !every || *every <= 0 || s.global_steps % *every != 0) return;
   const double batch = static_cast<double>(config_.train_batch_size);
   const double running =
       s.global_steps > 2 && run_seconds_ > 0 ? batch / (run_seconds_ / static_cast<double>(s.global_steps - 2)) : 0.0;

@@ -226,6 +226,17 @@ TEST(Validation, UnknownKeyInStrictSectionsIsAnError) {
                       "comms_logger.prof_ops: \"all_reduce\": expected a list of operation names");
 }
 
+TEST(Validation, ThroughputTimerIsDeepSpeedsTimersThroughput) {
+  EXPECT_TRUE(test::load(with_batch("")).throughput_timer);
+  const Config off = test::load(with_batch(R"("timers": {"throughput": {"enabled": false, "synchronized": true}})"));
+  EXPECT_FALSE(off.throughput_timer);
+  EXPECT_TRUE(off.warnings.empty()) << "timers is implemented";
+  EXPECT_TRUE(test::has_warning(test::load(with_batch(R"("timers": {"throughput": {"synchronized": false}})")),
+                                "timers.throughput.synchronized: false has no effect in deepspeed.cpp"));
+  EXPECT_CONFIG_ERROR(with_batch(R"("timers": {"throughput": {"enable": false}})"),
+                      "timers.throughput.enable: unknown key (did you mean \"enabled\"?)");
+}
+
 TEST(Validation, CommsLoggerIsReadWithDeepSpeedsDefaults) {
   const Config d = test::load(with_batch(R"("comms_logger": {"enabled": true})"));
   EXPECT_TRUE(d.comms_logger.enabled);

@@ -91,11 +91,29 @@ TEST(EngineMonitors, MemoryBreakdownLogsAMemoryLinePerProgressLine) {
     }
     EXPECT_EQ(log.count(", skipped="), 2);  // the progress lines
     EXPECT_EQ(log.count("memory: RSS"), breakdown ? 2 : 0);
+    EXPECT_EQ(log.count("RunningAvgSamplesPerSec="), 2);  // DeepSpeed's throughput timer, on by default
     if (breakdown) {
       const double mb = double(engine.memory().tier_total(Tier::Device)) / (1024.0 * 1024.0);
       EXPECT_NE(log.text().find(fmt::format("model states device {:.1f} MB", mb)), std::string::npos) << log.text();
     }
   }
+}
+
+// "timers": {"throughput": {"enabled": false}} silences DeepSpeed's throughput line, nothing else.
+TEST(EngineMonitors, ThroughputTimerOffDropsOnlyTheThroughputLine) {
+  auto data = models::TokenDataset::from_text("the early bird catches the worm, the second mouse gets the cheese. ");
+  models::BatchSampler sampler(data, 8, 1);
+  auto engine = initialize(models::GPT2(models::GPT2Config::preset("tiny")),
+                           nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 2, "steps_per_print": 2,
+      "timers": {"throughput": {"enabled": false}}, "optimizer": {"type": "Adam"}})"));
+  ds::test::LogCapture log;
+  for (int s = 0; s < 4; ++s) {
+    auto b = sampler.batch(s * 2, 2);
+    engine.backward(engine.forward(b.inputs, b.targets));
+    engine.step();
+  }
+  EXPECT_EQ(log.count(", skipped="), 2);
+  EXPECT_EQ(log.count("RunningAvgSamplesPerSec="), 0) << log.text();
 }
 
 }  // namespace
