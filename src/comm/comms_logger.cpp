@@ -74,7 +74,7 @@ CommsLogger& CommsLogger::global() {
   return logger;
 }
 
-void CommsLogger::configure(CommsLoggerOptions options) {
+void CommsLogger::configure(CommsLoggerConfig options) {
   std::lock_guard lock(mu_);
   options_ = std::move(options);
 }

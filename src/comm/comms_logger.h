@@ -18,16 +18,9 @@
 #include <vector>
 
 #include "comm/types.h"
+#include "config/monitor_config.h"
 
 namespace ds::comm {
-
-struct CommsLoggerOptions {
-  bool enabled = false;
-  bool verbose = false;   // one line per collective, on rank 0
-  bool prof_all = true;   // every collective; false: those whose op name or caller tag is in prof_ops
-  bool debug = false;     // record names carry the caller's tag
-  std::vector<std::string> prof_ops;  // DeepSpeed's names are accepted too (all_gather_into_tensor, ...)
-};
 
 // DeepSpeed's calc_bw_log: (algbw, busbw) in Gbit/s of one collective of `msg_bytes` over `world`.
 struct Bandwidth {
@@ -51,7 +44,8 @@ class CommsLogger {
  public:
   static CommsLogger& global();
 
-  void configure(CommsLoggerOptions options);
+  // The config section as read (DeepSpeed's prof_ops spellings, e.g. all_gather_into_tensor, count too).
+  void configure(CommsLoggerConfig options);
   bool enabled() const;
   // A collective of this communicator completed (called by Communicator on whichever thread ran it).
   // `payload_bytes` is the collective log's (an all-gather's gathered output).
@@ -77,7 +71,7 @@ class CommsLogger {
   bool wanted(OpKind op, std::string_view tag) const;
 
   mutable std::mutex mu_;
-  CommsLoggerOptions options_;
+  CommsLoggerConfig options_;
   std::vector<std::string> order_;                              // record names, first use first
   std::map<std::string, std::map<int64_t, Entry>, std::less<>> entries_;
 };

@@ -130,8 +130,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
   const Config& c = *p.config;
   // DeepSpeed's comms_logger (its engine's dist.configure): process-wide, set by each engine built,
   // before its first collective.
-  comm::CommsLogger::global().configure({c.comms_logger.enabled, c.comms_logger.verbose, c.comms_logger.prof_all,
-                                         c.comms_logger.debug, c.comms_logger.prof_ops});
+  comm::CommsLogger::global().configure(c.comms_logger);
   std::shared_ptr<comm::Communicator> world = o.comm;
   if (!world && !o.topology) world = comm::make_communicator(comm::Backend::Auto);
   const ParallelSizes& n = c.parallel_sizes;  // the pipeline's size is 1 (config/ refuses more for now)
