@@ -15,10 +15,11 @@ set(allowed
   comm/work.h
   config/activation_checkpointing_config.h config/aio_config.h config/autotuning_config.h config/batch_config.h config/checkpoint_config.h
   config/config.h config/flops_profiler_config.h config/loader.h config/monitor_config.h
-  config/optimizer_config.h config/precision_config.h config/scheduler_config.h config/zero_config.h
+  config/optimizer_config.h config/precision_config.h config/scheduler_config.h config/training_schedules_config.h
+  config/zero_config.h
   nn/layer_list.h nn/placeholder.h
   parallel/layer_spec.h parallel/pipe_module.h parallel/process_topology.h parallel/topology.h parallel/topology_sizes.h
-  runtime/engine.h runtime/param_group.h runtime/param_groups.h runtime/pipeline_engine.h runtime/step_counters.h
+  runtime/curriculum_scheduler.h runtime/engine.h runtime/param_group.h runtime/param_groups.h runtime/pipeline_engine.h runtime/step_counters.h
   runtime/stop_request.h runtime/world.h
   util/stop_signal.h
   zero/gathered_parameters.h)

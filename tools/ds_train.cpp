@@ -60,7 +60,13 @@ double train_step(E& engine, ds::models::BatchSampler& sampler, int64_t step, in
                   int dp_rank) {
   // Global sample order: micro-batch m of step `step` on data-parallel rank r, so any world size
   // sees the same samples per global batch as one process would.
-  auto batch_at = [&](int64_t m) { return sampler.batch(((step * gas + m) * dp + dp_rank) * micro, micro); };
+  // curriculum_learning (seqlen): the step trains on the first curriculum_seqlen tokens of each window.
+  const std::optional<int64_t> seqlen = engine.curriculum_seqlen();
+  auto batch_at = [&](int64_t m) {
+    ds::models::Batch b = sampler.batch(((step * gas + m) * dp + dp_rank) * micro, micro);
+    if (seqlen) b = {ds::truncate_to_seqlen(b.inputs, *seqlen), ds::truncate_to_seqlen(b.targets, *seqlen)};
+    return b;
+  };
   if constexpr (std::is_same_v<E, ds::PipelineEngine>) {
     int64_t m = 0;
     return engine.train_batch([&] {  // averaged over the replicas already
@@ -115,10 +121,15 @@ int train(E& engine, Run& r) {
   };
 
   ds::ProgressReporter progress({opt.steps, opt.progress, std::max<int64_t>(1, opt.steps / 20), stdout});
-  const double tokens_per_step = static_cast<double>(engine.train_batch_size() * r.seq);
-  double first_loss = 0.0, last_loss = 0.0, tokens_per_s = 0.0;
+  if (rank == 0 && engine.curriculum_scheduler() && !engine.curriculum_seqlen())
+    std::printf("note: curriculum_learning.curriculum_type is \"%s\"; ds-train only follows \"seqlen\"\n",
+                engine.config().curriculum_learning.curriculum_type.c_str());
+  double first_loss = 0.0, last_loss = 0.0, tokens_per_s = 0.0, tokens = 0.0;
   auto t_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step; step < opt.steps; ++step) {
+    const double tokens_per_step =
+        double(engine.train_batch_size() * std::min(r.seq, engine.curriculum_seqlen().value_or(r.seq)));
+    tokens += tokens_per_step;
     auto t0 = std::chrono::steady_clock::now();
     const double loss = train_step(engine, r.sampler, step, micro, gas, dp, dp_rank);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -139,10 +150,11 @@ int train(E& engine, Run& r) {
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (rank == 0) std::printf("done: %lld steps in %s, loss %.4f -> %.4f, %.0f tokens/s, peak RSS %s\n",
               static_cast<long long>(opt.steps - first_step), ds::format_duration(total).c_str(), first_loss,
-              last_loss, tokens_per_step * double(opt.steps - first_step) / total,
+              last_loss, tokens / total,
               ds::format_bytes(ds::peak_rss_bytes()).c_str());
   std::fflush(stdout);
-  if (engine.config().comms_logger.enabled) engine.log_comms_summary();  // as a DeepSpeed script's log_summary()
+  // As a DeepSpeed script's log_summary(); on several ranks with the wait for the slowest one.
+  if (engine.config().comms_logger.enabled) engine.log_comms_summary(/*show_straggler=*/engine.world_size() > 1);
   return 0;
 }
 

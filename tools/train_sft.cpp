@@ -102,27 +102,31 @@ int train_sft(E& engine, models::CausalLM& model, const SftRun& r) {
   for (; step < opt.steps && !engine.stop_requested(); ++step) {
     // Micro-batch k of this rank's shard, counted from the start of training: a resumed run
     // continues where the checkpointed one stopped.
+    // curriculum_learning (seqlen): every per-token row is cut to the step's length alike (a packed
+    // row's documents and positions included), as Megatron-DeepSpeed cuts its tokens and labels.
+    const std::optional<int64_t> seqlen = engine.curriculum_seqlen();
     auto rows_of = [&](int64_t m) {
       const auto rows = data::build_rows(r.ds.examples, r.items, batches.batch(step * gas + m), row_len, r.pad_id);
-      tokens += static_cast<double>(rows.rows * rows.seq);
+      tokens += static_cast<double>(rows.rows * std::min<int64_t>(rows.seq, seqlen.value_or(rows.seq)));
       return rows;
     };
+    auto cut = [&](const torch::Tensor& t) { return seqlen ? truncate_to_seqlen(t, *seqlen) : t; };
     if constexpr (kPipeline) {
       int64_t m = 0;
       last_loss = engine.train_batch([&] {
         const auto rows = rows_of(m++);
-        PipeBatch batch{as_tensor(rows.input_ids, rows), as_tensor(rows.targets, rows), {}};
+        PipeBatch batch{cut(as_tensor(rows.input_ids, rows)), cut(as_tensor(rows.targets, rows)), {}};
         if (opt.pack)  // every stage's layers need the documents' layout: it travels with the activations
-          batch.side = {as_tensor(rows.segment_ids, rows), as_tensor(rows.position_ids, rows)};
+          batch.side = {cut(as_tensor(rows.segment_ids, rows)), cut(as_tensor(rows.position_ids, rows))};
         return batch;
       });
     } else {
       for (int64_t m = 0; m < gas; ++m) {
         const auto rows = rows_of(m);
         if (opt.pack)
-          model.set_sequence_layout(models::SequenceLayout::from_segments(as_tensor(rows.segment_ids, rows),
-                                                                          as_tensor(rows.position_ids, rows)));
-        auto loss = engine.forward(as_tensor(rows.input_ids, rows), as_tensor(rows.targets, rows));
+          model.set_sequence_layout(models::SequenceLayout::from_segments(cut(as_tensor(rows.segment_ids, rows)),
+                                                                          cut(as_tensor(rows.position_ids, rows))));
+        auto loss = engine.forward(cut(as_tensor(rows.input_ids, rows)), cut(as_tensor(rows.targets, rows)));
         engine.backward(loss);
         engine.step();
       }

@@ -21,6 +21,7 @@
 #include "nn/layer_list.h"             // ds::nn::LayerList: expose `LayerList& layers()` for ZeRO-3 to walk
 #include "parallel/pipe_module.h"      // ds::parallel::PipelineModule: one pipeline stage of a model
 #include "parallel/topology.h"         // ds::parallel::Topology: the process grid and its per-axis groups
+#include "runtime/curriculum_scheduler.h"  // ds::CurriculumScheduler, truncate_to_seqlen (curriculum_learning)
 #include "runtime/engine.h"            // ds::Engine / ModelEngine<M>: forward, backward, step, checkpoints
                                        // (the parts it returns are declared only: include their headers)
 #include "runtime/pipeline_engine.h"   // ds::PipelineEngine / initialize_pipeline: train_batch over the stages

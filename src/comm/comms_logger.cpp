@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "comm/communicator.h"
 #include "util/logging.h"
 
 namespace ds::comm {
@@ -169,6 +170,85 @@ std::string CommsLogger::format_summary() const {
     last = r.name;
     out += fmt::format("{:<20}{:<20}{:<20}{:<20.2f}{:<20.2f}{:<20.2f}{:<20.2f}\n", " ", convert_size(r.msg_bytes), r.count,
                        r.total_latency_ms, r.avg_latency_ms, r.algbw_avg_gbps, r.busbw_avg_gbps);
+  }
+  return out;
+}
+
+namespace {
+
+// FNV-1a of a row's name and size: what ranks compare to find the rows they all have.
+int64_t row_key(const std::string& name, int64_t msg_bytes) {
+  uint64_t h = 1469598103934665603ull;
+  auto add = [&h](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+  for (char c : name) add(static_cast<unsigned char>(c));
+  for (int i = 0; i < 8; ++i) add(static_cast<unsigned char>(uint64_t(msg_bytes) >> (8 * i)));
+  return int64_t(h);
+}
+
+}  // namespace
+
+std::string CommsLogger::format_straggler_summary(Communicator& world) const {
+  struct Row {
+    std::string name;
+    int64_t msg_bytes, key;
+    std::vector<double> latency_ms;
+  };
+  const std::vector<CommsOpSummary> table_rows = summary();  // before this call's own collectives are recorded
+  std::vector<Row> rows;  // name order, then size: the same order on every rank that has them
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, sizes] : entries_)
+      for (const auto& [msg, e] : sizes) rows.push_back({name, msg, row_key(name, msg), e.latency_ms});
+  }
+  // Rank 0's rows and counts; each rank says which of them it has alike; the common ones are compared.
+  int64_t n = int64_t(rows.size());
+  world.broadcast(Buffer(&n, 1), 0, "comms_logger_straggler_rows");
+  std::vector<int64_t> theirs(size_t(2 * n));
+  if (world.rank() == 0)
+    for (size_t i = 0; i < rows.size(); ++i) {
+      theirs[2 * i] = rows[i].key;
+      theirs[2 * i + 1] = int64_t(rows[i].latency_ms.size());
+    }
+  if (n > 0) world.broadcast(Buffer(theirs.data(), 2 * n), 0, "comms_logger_straggler_rows");
+  std::vector<int32_t> common(size_t(n), 0);
+  std::vector<const Row*> mine(size_t(n), nullptr);
+  for (size_t i = 0; i < size_t(n); ++i)
+    for (const Row& r : rows)
+      if (r.key == theirs[2 * i] && int64_t(r.latency_ms.size()) == theirs[2 * i + 1]) {
+        common[i] = 1;
+        mine[i] = &r;
+      }
+  if (n > 0) world.all_reduce(Buffer(common.data(), n), ReduceOp::Min, "comms_logger_straggler_rows");
+  std::vector<double> lats;
+  for (size_t i = 0; i < size_t(n); ++i)
+    if (common[i]) lats.insert(lats.end(), mine[i]->latency_ms.begin(), mine[i]->latency_ms.end());
+  std::vector<double> fastest = lats;
+  if (!fastest.empty()) world.all_reduce(Buffer(fastest.data(), int64_t(fastest.size())), ReduceOp::Min, "comms_logger_straggler");
+
+  std::map<int64_t, std::string> line;  // by row key: the numbers for the table below
+  size_t at = 0;
+  for (size_t i = 0; i < size_t(n); ++i) {
+    if (!common[i]) continue;
+    const size_t count = mine[i]->latency_ms.size();
+    std::vector<double> op(fastest.begin() + long(at), fastest.begin() + long(at + count)), wait(count);
+    for (size_t k = 0; k < count; ++k) wait[k] = lats[at + k] - op[k];
+    at += count;
+    line[theirs[2 * i]] = fmt::format("{:<20}{:<20.2f}{:<20.2f}{:<20.2f}{:<20.2f}\n", count,
+                                      std::accumulate(op.begin(), op.end(), 0.0), std::accumulate(wait.begin(), wait.end(), 0.0),
+                                      trimmed_mean(op, 0.1), trimmed_mean(wait, 0.1));
+  }
+  std::string out = fmt::format("_______________________________\nBreakdown with straggler effect\n-------------------------------\n"
+                                "{:<20}{:<20}{:<20}{:<20}{:<20}{:<20}{:<20}\n",
+                                "Comm. Op", "Message Size", "Count", "Total comm lat(ms)", "Total straggler(ms)",
+                                "Avg comm lat(ms)", "Avg straggler(ms)");
+  std::string last;
+  for (const auto& r : table_rows) {
+    if (r.name != last) out += r.name + "\n";
+    last = r.name;
+    const auto it = line.find(row_key(r.name, r.msg_bytes));
+    out += fmt::format("{:<20}{:<20}", " ", convert_size(r.msg_bytes)) +
+           (it != line.end() ? it->second
+                             : fmt::format("{:<20}not run alike on every rank (another group's, or another count)\n", r.count));
   }
   return out;
 }

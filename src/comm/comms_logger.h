@@ -22,6 +22,8 @@
 
 namespace ds::comm {
 
+class Communicator;
+
 // DeepSpeed's calc_bw_log: (algbw, busbw) in Gbit/s of one collective of `msg_bytes` over `world`.
 struct Bandwidth {
   double algbw_gbps = 0, busbw_gbps = 0;
@@ -61,6 +63,13 @@ class CommsLogger {
   std::vector<CommsOpSummary> summary() const;
   // DeepSpeed's log_summary table: "Comm. Op  Message Size  Count  Total Latency(ms) ...".
   std::string format_summary() const;
+  // DeepSpeed's log_summary(show_straggler=True) table ("Breakdown with straggler effect"), a
+  // collective over `world`: per row, the sum and trimmed mean of each call's latency at its
+  // fastest rank (the operation itself) and of this rank's excess over it (the wait for the slowest
+  // rank to arrive). Calls are matched across ranks by row and order, and only rows every rank has
+  // with the same count are compared (DeepSpeed all-reduces every row and hangs when ranks ran
+  // different groups' collectives); the others say so.
+  std::string format_straggler_summary(Communicator& world) const;
   void reset();  // forget what was recorded (DeepSpeed's reset_data)
 
  private:

@@ -18,6 +18,7 @@
 #include "config/optimizer_config.h"
 #include "config/precision_config.h"
 #include "config/scheduler_config.h"
+#include "config/training_schedules_config.h"
 #include "config/zero_config.h"
 
 namespace ds {
@@ -91,6 +92,8 @@ struct Config {
   CommsLoggerConfig comms_logger;
   CheckpointConfig checkpoint;
   AutotuningConfig autotuning;
+  CurriculumLearningConfig curriculum_learning;  // the legacy curriculum (runtime/curriculum_scheduler.h)
+  ProgressiveLayerDropConfig progressive_layer_drop;
 
   // Every warning the loader gave (unknown keys, deprecated aliases, unsupported features), in order.
   std::vector<std::string> warnings;

@@ -35,6 +35,7 @@ Config load_config_json(const Json& root, int world_size, const std::string& ori
   config_detail::parse_logging(top, cfg);
   config_detail::parse_checkpoint(top, cfg);
   config_detail::parse_autotuning(top, cfg);
+  config_detail::parse_training_schedules(top, cfg);
   config_detail::parse_unsupported(top);
   top.finish();
   config_detail::validate_config(ctx, cfg);

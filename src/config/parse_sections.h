@@ -21,6 +21,7 @@ void parse_monitors(SectionReader& top, Config& cfg);                   // tenso
 void parse_logging(SectionReader& top, Config& cfg);                    // timers.throughput, comms_logger
 void parse_checkpoint(SectionReader& top, Config& cfg);
 void parse_autotuning(SectionReader& top, Config& cfg);
+void parse_training_schedules(SectionReader& top, Config& cfg);         // curriculum_learning, progressive_layer_drop
 void parse_unsupported(SectionReader& top);
 // The "elasticity" section (config/elasticity.h), read with DeepSpeed's checks; parse_batch applies it.
 ElasticityConfig read_elasticity_section(SectionReader& section);

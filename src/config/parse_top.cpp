@@ -296,9 +296,9 @@ void parse_unsupported(SectionReader& top) {
   // Keys DeepSpeed reads that deepspeed.cpp has no implementation for. Present and not switched
   // off ({"enabled": false}, false, null or {}) → one warning each.
   static constexpr const char* kUnsupported[] = {
-      "compile", "compression_training", "curriculum_learning",
+      "compile", "compression_training",
       "data_efficiency", "datastates", "eigenvalue", "expert_parallel", "hybrid_engine", "nebula",
-      "progressive_layer_drop", "quantize_training", "seq_parallel_communication_data_type",
+      "quantize_training", "seq_parallel_communication_data_type",
       "sparse_attention", "torch_autocast",
       "trackio", "use_data_before_expert_parallelism", "weight_quantization"};
   for (const char* key : kUnsupported) {

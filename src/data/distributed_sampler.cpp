@@ -5,15 +5,16 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/splitmix64.h"
 
 namespace ds::data {
 namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+// The SplitMix generator: advance the state, return its hash.
+uint64_t next_random(uint64_t& state) {
+  const uint64_t z = splitmix64(state);
+  state += 0x9E3779B97F4A7C15ull;
+  return z;
 }
 
 }  // namespace
@@ -38,7 +39,7 @@ std::vector<int64_t> DistributedSampler::epoch_order(int64_t epoch) const {
   std::iota(order.begin(), order.end(), 0);
   if (opt_.shuffle) {
     uint64_t state = opt_.seed + static_cast<uint64_t>(epoch);
-    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[splitmix64(state) % (i + 1)]);
+    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[next_random(state) % (i + 1)]);
   }
   const size_t total = static_cast<size_t>(total_size());
   for (size_t i = 0; order.size() < total; ++i) order.push_back(order[i]);  // pad with the start, as torch

@@ -192,13 +192,13 @@ void GPT2Impl::build_layers() {
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     auto block = transformer->h->ptr<BlockImpl>(static_cast<size_t>(i));
     const std::string name = "h." + std::to_string(i);
-    layers_.add(
+    layers_.add(nn::Layer{
         name,
         [block, slot](const torch::Tensor& x) {
           auto* l = current_layout(slot, x.size(0), x.size(1));
           return block->forward(x, l ? l->blocked : torch::Tensor());
         },
-        prefixed_names(*block, "transformer." + name + "."));
+        prefixed_names(*block, "transformer." + name + "."), int(i) + 1, int(config_.n_layer)});
   }
 
   auto ln_f = transformer->ln_f.ptr();

@@ -147,12 +147,12 @@ void LlamaImpl::build_layers() {
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     auto layer = model->layers->ptr<LlamaDecoderLayerImpl>(static_cast<size_t>(i));
     const std::string name = "layers." + std::to_string(i);
-    layers_.add(
+    layers_.add(nn::Layer{
         name,
         [layer, rope, slot](const torch::Tensor& x) {
           return layer->forward(x, *rope, current_layout(slot, x.size(0), x.size(1)));
         },
-        prefixed_param_names(*layer, "model." + name + "."));
+        prefixed_param_names(*layer, "model." + name + "."), int(i) + 1, int(config_.num_hidden_layers)});
   }
 
   auto norm = model->norm.ptr();

@@ -133,13 +133,13 @@ void OPTImpl::build_layers() {
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     auto layer = dec->layers->ptr<OPTDecoderLayerImpl>(static_cast<size_t>(i));
     const std::string name = "layers." + std::to_string(i);
-    layers_.add(
+    layers_.add(nn::Layer{
         name,
         [layer, slot](const torch::Tensor& x) {
           auto* l = current_layout(slot, x.size(0), x.size(1));
           return layer->forward(x, l ? l->blocked : torch::Tensor());
         },
-        prefixed_param_names(*layer, pre + name + "."));
+        prefixed_param_names(*layer, pre + name + "."), int(i) + 1, int(config_.num_hidden_layers)});
   }
 
   std::vector<std::string> head_params;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/splitmix64.h"
 #include "util/system_info.h"
 
 namespace ds::models {
@@ -96,13 +97,6 @@ std::vector<uint16_t> parse_llmc(const std::string& b, const std::string& path) 
     tokens[i] = static_cast<uint16_t>(lo | (hi << 8));
   }
   return tokens;
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
 }
 
 }  // namespace

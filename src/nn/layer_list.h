@@ -21,6 +21,9 @@ struct Layer {
   // Dotted names as model->named_parameters() spells them. Contract: every parameter the layer
   // reads is listed; a parameter shared by several layers (a tied embedding) is listed in each.
   std::vector<std::string> param_names;
+  // A residual block (output = input + f(input), same shape), block `block` of the model's `blocks`
+  // (1-based): progressive layer drop may skip it (runtime/progressive_layer_drop.h). 0: not one.
+  int block = 0, blocks = 0;
 };
 
 // Observer called around each layer by LayerList::forward: the stage-3 coordinator gathers layer

@@ -138,4 +138,9 @@ void PipeChannels::drain() {
   for (auto& p : pending) p.work.wait();
 }
 
+void PipeChannels::reset_shapes() {
+  sent_meta_.reset();
+  recv_meta_.reset();
+}
+
 }  // namespace ds::parallel

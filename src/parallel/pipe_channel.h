@@ -7,7 +7,8 @@
 // Sends are asynchronous (the stage computes while its output travels); the tensor is kept alive
 // until drain(). An activation's shape and dtype cross once per direction and are then cached, as
 // DeepSpeed's first-batch meta exchange: a later activation of another shape is a ds::Error naming
-// both (pipelines run fixed-shape micro-batches). An activation may carry side tensors (a packed
+// both (pipelines run fixed-shape micro-batches) unless reset_shapes() came between (a curriculum's
+// new sequence length). An activation may carry side tensors (a packed
 // row's document and position ids: what every stage needs beside the hidden states, as DeepSpeed's
 // pipelines pass tuples); they cross with it, in order, and never carry a gradient back.
 #pragma once
@@ -51,6 +52,9 @@ class PipeChannels {
 
   // Waits for every send in flight (rethrowing a failed one).
   void drain();
+  // Forgets the cached shapes (DeepSpeed's reset_activation_shape): the next activation each way
+  // crosses with its shape again. Both ends of a channel must call it at the same point.
+  void reset_shapes();
 
  private:
   struct Pending {

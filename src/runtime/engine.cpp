@@ -50,11 +50,36 @@ bool Engine::is_gradient_accumulation_boundary() const {
   return (n_.micro_steps + 1) % config().gradient_accumulation_steps == 0;
 }
 
-void Engine::before_forward() {
+void Engine::before_forward(std::optional<int64_t> micro_batch) {
+  const bool training = module_->is_training();
+  // DeepSpeed's forward: the curriculum moves to the coming step (training forwards only).
+  if (p_->curriculum && training) p_->curriculum->update_difficulty(n_.global_steps + 1);
+  select_micro_batch(micro_batch.value_or(n_.micro_steps % config().gradient_accumulation_steps), training);
   p_->states->before_forward();
   p_->states->forward_started();
   p_->telemetry->forward_started(n_.global_steps);
   if (p_->autotuning) p_->autotuning->forward_started(n_.global_steps);
+}
+
+void Engine::select_micro_batch(int64_t micro_batch, bool training) {
+  if (!p_->layer_drop) return;
+  // The micro-batch's place in the global order (step, micro-batch, data-parallel replica): the
+  // same at any world size for the same samples (ds-train's order).
+  const auto& dp = p_->topology->data();
+  const int64_t global = (n_.global_steps * config().gradient_accumulation_steps + micro_batch) * dp.size() + dp.rank();
+  p_->layer_drop->select(uint64_t(global), training);
+}
+
+CurriculumScheduler* Engine::curriculum_scheduler() { return p_->curriculum.get(); }
+
+std::optional<int64_t> Engine::curriculum_seqlen() {
+  if (!p_->curriculum || p_->curriculum->config().curriculum_type != "seqlen") return std::nullopt;
+  return p_->curriculum->update_difficulty(n_.global_steps + 1);
+}
+
+std::optional<double> Engine::get_pld_theta() const {
+  if (!p_->layer_drop) return std::nullopt;
+  return p_->layer_drop->theta();
 }
 
 void Engine::check_forward_inputs(const std::vector<torch::Tensor>& inputs) {
@@ -109,6 +134,7 @@ void Engine::step() {
   if (boundary) {
     if (!p_->optimizer)
       throw ConfigError("optimizer", "engine.step() needs an optimizer; add an \"optimizer\" section to the config");
+    if (p_->layer_drop) p_->layer_drop->update_state(n_.global_steps);  // DeepSpeed's order: before the step
     take_model_step();
     p_->states->zero_grads();
     p_->telemetry->boundary_reached(snapshot());
@@ -235,8 +261,9 @@ const zero::FlatOptimizer* Engine::optimizer() const { return p_->optimizer.get(
 const precision::LossScaler& Engine::loss_scaler() const { return *p_->scaler; }
 const nn::ActivationCheckpointing* Engine::activation_checkpointing() const { return p_->activation_checkpointing.get(); }
 const MemoryLedger& Engine::memory() const { return *p_->ledger; }
-std::string Engine::log_comms_summary() const {
+std::string Engine::log_comms_summary(bool show_straggler) const {
   std::string table = comm::CommsLogger::global().format_summary();
+  if (show_straggler) table += comm::CommsLogger::global().format_straggler_summary(p_->topology->world());
   log::info("communication summary (comms_logger):\n{}", table);
   return table;
 }

@@ -28,6 +28,7 @@
 
 // The parts are the engine's business: the public API names them, users include their headers.
 namespace ds {
+class CurriculumScheduler;
 class MemoryLedger;
 struct EngineParts;
 struct StepSnapshot;
@@ -124,13 +125,30 @@ class Engine {
   const nn::ActivationCheckpointing* activation_checkpointing() const;
   const MemoryLedger& memory() const;
   std::string memory_report() const;
-  // DeepSpeed's deepspeed.comm.log_summary(): with "comms_logger" enabled, the table of this rank's
-  // collectives so far (count, latency, bandwidth per operation and message size); rank 0 logs it.
-  std::string log_comms_summary() const;
+  // DeepSpeed's deepspeed.comm.log_summary(show_straggler): with "comms_logger" enabled, the table of
+  // this rank's collectives so far (count, latency, bandwidth per operation and message size); with
+  // show_straggler (a collective over the world) also each row's wait for the slowest rank. Rank 0 logs it.
+  std::string log_comms_summary(bool show_straggler = false) const;
+
+  // "curriculum_learning" (DeepSpeed's legacy curriculum, runtime/curriculum_scheduler.h): the
+  // scheduler, null when off. Its difficulty follows global_steps + 1, updated before every training
+  // forward (and pipeline train_batch) as DeepSpeed's engine does.
+  CurriculumScheduler* curriculum_scheduler();
+  // With curriculum_type "seqlen", the sequence length this step trains at, brought up to date for
+  // the coming step: DeepSpeed passes it to the model's forward as `curriculum_seqlen`; here the
+  // caller truncates its batch to it before the forward (ds::truncate_to_seqlen). nullopt otherwise.
+  std::optional<int64_t> curriculum_seqlen();
+  // "progressive_layer_drop": DeepSpeed's get_pld_theta(), the layers' keep-probability floor this
+  // step (runtime/progressive_layer_drop.h); nullopt when off.
+  std::optional<double> get_pld_theta() const;
 
  protected:
-  // Called around the user's forward by ModelEngine::forward.
-  void before_forward();
+  // Called around the user's forward by ModelEngine::forward. `micro_batch` is the forward's
+  // micro-batch within the step (default: the micro-step's; a pipeline gives its buffer's): the
+  // progressive layer drop's draws are keyed by it.
+  void before_forward(std::optional<int64_t> micro_batch = std::nullopt);
+  // The micro-batch a pipeline's backward recomputes (activation checkpointing) belongs to.
+  void select_micro_batch(int64_t micro_batch, bool training);
   void after_forward();
   // fp16.auto_cast (DeepSpeed's _cast_inputs_half): the dtype ModelEngine::forward casts floating
   // tensor arguments to, the module's compute dtype (half where it computes in fp16, as in DeepSpeed;

@@ -190,6 +190,19 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
     else
       log::warn("activation_checkpointing: the model exposes no LayerList (layers()), so the section has no effect");
   }
+  if (c.curriculum_learning.enabled) p.curriculum = std::make_unique<CurriculumScheduler>(c.curriculum_learning);
+  if (c.progressive_layer_drop.enabled) {
+    p.layer_drop = std::make_unique<ProgressiveLayerDrop>(c.progressive_layer_drop);
+    const int blocks = o.layers != nullptr ? p.layer_drop->wrap_blocks(*o.layers) : 0;
+    if (blocks == 0)
+      log::warn("progressive_layer_drop: the model's LayerList marks no residual blocks (nn::Layer::block), so the "
+                "engine drops none; the model can read engine.get_pld_theta() as DeepSpeed's models read pld_theta");
+    else
+      log::info("progressive_layer_drop: {} residual block{} of this {} may be skipped in training forwards (theta {}, "
+                "gamma {})",
+                blocks, blocks == 1 ? "" : "s", o.pipeline_stage ? "stage" : "model", c.progressive_layer_drop.theta,
+                c.progressive_layer_drop.gamma);
+  }
   return p;
 }
 

@@ -21,6 +21,8 @@
 #include "precision/step_guard.h"
 #include "runtime/engine.h"
 #include "runtime/autotuning_probe.h"
+#include "runtime/curriculum_scheduler.h"
+#include "runtime/progressive_layer_drop.h"
 #include "runtime/step_telemetry.h"
 #include "util/memory_ledger.h"
 #include "zero/dtype_plan.h"
@@ -47,6 +49,8 @@ struct EngineParts {
   std::shared_ptr<nn::ActivationCheckpointing> activation_checkpointing;
   std::optional<parallel::AutoTpResult> tensor_parallel;  // AutoTP's split layers (autotp_size > 1)
   precision::OverflowSummary overflow_summary;     // folds the start-up run of skipped steps into one line
+  std::unique_ptr<CurriculumScheduler> curriculum;  // "curriculum_learning" (null when off)
+  std::unique_ptr<ProgressiveLayerDrop> layer_drop; // "progressive_layer_drop" (null when off)
 
   // The group ZeRO partitions over and averages gradients in (the world with every size 1).
   comm::Communicator& data_parallel() const { return topology->data_parallel(); }

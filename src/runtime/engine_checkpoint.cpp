@@ -76,6 +76,7 @@ std::optional<LoadResult> Engine::load_checkpoint(const std::string& dir, const 
   if (!loaded) return std::nullopt;
   if (!options.load_module_only) {
     restore_engine_state(loaded->engine_state, options);
+    if (p_->layer_drop) p_->layer_drop->restore(n_.global_steps);  // theta follows the step count
     checkpoint::warn_if_global_batch_changed(loaded->engine_state, config(), loaded->path);
   }
   log::info("loaded checkpoint {} (saved at world {}, ZeRO stage {}; now world {}, stage {}; global step {})",

@@ -13,6 +13,7 @@
 #include "parallel/pipe_channel.h"
 #include "parallel/pipe_schedule.h"
 #include "precision/gradient_spans.h"
+#include "runtime/curriculum_scheduler.h"
 #include "util/error.h"
 #include "util/logging.h"
 #include "zero/model_states.h"
@@ -26,9 +27,12 @@ using parallel::PipeOp;
 struct PipelineEngine::Buffers {
   std::vector<torch::Tensor> inputs, labels, outputs, losses, output_grads;
   std::vector<std::vector<torch::Tensor>> side;  // the micro-batch's side tensors (PipeBatch::side)
+  std::vector<int64_t> micro_batch;  // which micro-batch of the batch the buffer holds
+  int64_t forwards = 0;              // this stage's forwards so far: micro-batches arrive in order
   double loss_sum = 0;  // this stage's sum of micro-batch losses (last stage)
   explicit Buffers(int n)
-      : inputs(size_t(n)), labels(size_t(n)), outputs(size_t(n)), losses(size_t(n)), output_grads(size_t(n)), side(size_t(n)) {}
+      : inputs(size_t(n)), labels(size_t(n)), outputs(size_t(n)), losses(size_t(n)), output_grads(size_t(n)), side(size_t(n)),
+        micro_batch(size_t(n)) {}
 };
 
 namespace {
@@ -68,7 +72,20 @@ double PipelineEngine::eval_batch(const PipeDataIterator& data) {
   return last_loss_mean_;
 }
 
+void PipelineEngine::follow_curriculum(bool train) {
+  CurriculumScheduler* curriculum = curriculum_scheduler();
+  if (curriculum == nullptr) return;
+  // The activations' shapes change with the difficulty (DeepSpeed's reset_activation_shape): every
+  // stage decides alike from the step count, so both ends of each channel forget them together.
+  // An evaluation batch may run at another length than training: it starts and ends afresh.
+  const int64_t difficulty = train ? curriculum->update_difficulty(global_steps() + 1) : -1;
+  if (difficulty != shapes_difficulty_) channels_->reset_shapes();
+  shapes_difficulty_ = difficulty;
+}
+
 void PipelineEngine::run(const PipeDataIterator& data, bool train) {
+  module_->train(train);  // DeepSpeed's train_batch / eval_batch: module.train() / module.eval()
+  follow_curriculum(train);
   const int m = micro_batches(), p = num_stages(), s = stage_id();
   const auto steps = train ? parallel::train_schedule(m, p, s) : parallel::inference_schedule(m, p, s);
   Buffers b(train ? parallel::train_pipe_buffers(m, p, s) : parallel::kInferencePipeBuffers);
@@ -114,7 +131,8 @@ void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDa
       return;
     }
     case PipeOp::ForwardPass: {
-      before_forward();
+      b.micro_batch[i] = b.forwards++;
+      before_forward(b.micro_batch[i]);
       module_->use_side_inputs(b.side[i]);
       torch::Tensor out = module_->forward(b.inputs[i]);
       after_forward();
@@ -145,6 +163,7 @@ void PipelineEngine::execute(const PipeInstruction& in, Buffers& b, const PipeDa
       return;
     case PipeOp::BackwardPass:
       module_->use_side_inputs(b.side[i]);  // recomputed segments (activation checkpointing) read them
+      select_micro_batch(b.micro_batch[i], true);  // and drop the blocks the forward dropped
       if (is_last_stage())
         backward(b.losses[i]);
       else

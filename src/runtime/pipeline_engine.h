@@ -76,6 +76,7 @@ class PipelineEngine : public Engine {
  private:
   struct Buffers;
   void run(const PipeDataIterator& data, bool train);
+  void follow_curriculum(bool train);
   void execute(const parallel::PipeInstruction& in, Buffers& b, const PipeDataIterator& data, bool train);
   void reduce_tied_gradients();
   double agree_loss(double replica_sum);
@@ -85,6 +86,7 @@ class PipelineEngine : public Engine {
   double last_loss_mean_ = 0;     // the last batch's loss, averaged over the data-parallel replicas
   double mean_replica_loss_ = 0;  // this replica's (the last stage's), what the engine logs
   PipeBatchTimes times_;
+  int64_t shapes_difficulty_ = 0;  // the curriculum difficulty the channels' cached shapes are for
 };
 
 // ds::initialize for a pipeline: cuts `model` (whose LayerList is `layers()`) into

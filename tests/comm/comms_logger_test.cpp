@@ -4,6 +4,9 @@
 // size (an all-gather's per-rank input), prof_ops filtering and debug names.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <sstream>
+#include <thread>
 #include <vector>
 
 #include "comm/comms_logger.h"
@@ -90,6 +93,49 @@ TEST(CommsLogger, RecordsEachOperationAndMessageSizeOfRealCollectives) {
   log.reset();
   c.all_reduce(Buffer(x.data(), 1024), ReduceOp::Sum, "grads");
   EXPECT_TRUE(log.summary().empty());
+}
+
+// show_straggler: a rank that arrives late makes the others wait inside the collective; the
+// breakdown puts that wait in the straggler columns and keeps the fastest rank's time as the
+// operation's. A row not every rank has (here: recorded on rank 0 alone) is not compared.
+TEST(CommsLogger, StragglerBreakdownSeparatesTheWaitFromTheOperation) {
+  Communicator& c = world();
+  if (c.size() < 2) GTEST_SKIP() << "needs a rank to wait for";
+  CommsLogger& log = CommsLogger::global();
+  log.reset();
+  log.configure({/*enabled=*/true});
+  std::vector<float> x(1024, 1.0f);
+  c.barrier("start");
+  log.reset();
+  for (int i = 0; i < 3; ++i) {
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    c.all_reduce(Buffer(x.data(), 1024), ReduceOp::Sum, "grads");
+  }
+  if (c.rank() == 0) log.record(OpKind::AllGather, "params", 4096, c.size(), 0.001);
+  const std::string table = log.format_straggler_summary(c);
+  ASSERT_NE(table.find("Breakdown with straggler effect"), std::string::npos) << table;
+  EXPECT_NE(table.find("Comm. Op            Message Size        Count               Total comm lat(ms)  "
+                       "Total straggler(ms) Avg comm lat(ms)    Avg straggler(ms)"),
+            std::string::npos)
+      << table;
+  const size_t row = table.find("\nall_reduce\n");
+  ASSERT_NE(row, std::string::npos) << table;
+  std::istringstream fields(table.substr(row + 12, table.find('\n', row + 12) - row - 12));
+  std::string size, unit;
+  int64_t count = 0;
+  double op_total = 0, wait_total = 0;
+  fields >> size >> unit >> count >> op_total >> wait_total;
+  EXPECT_EQ(size + " " + unit, "4.0 KB") << table;
+  EXPECT_EQ(count, 3);
+  if (c.rank() == 0) {  // waited ~40 ms three times for rank 1
+    EXPECT_GT(wait_total, 90.0) << table;
+    EXPECT_LT(op_total, wait_total) << table;
+  }
+  if (c.rank() == 1) EXPECT_LT(wait_total, 30.0) << "the late rank waits for nobody\n" << table;
+  if (c.rank() == 0)
+    EXPECT_NE(table.find("not run alike on every rank"), std::string::npos) << "rank 0's own row\n" << table;
+  log.configure({});
+  log.reset();
 }
 
 }  // namespace

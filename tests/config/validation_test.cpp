@@ -253,6 +253,63 @@ TEST(Validation, CommsLoggerIsReadWithDeepSpeedsDefaults) {
   EXPECT_EQ(c.comms_logger.prof_ops, (std::vector<std::string>{"all_reduce", "all_gather_into_tensor"}));
 }
 
+TEST(Validation, CurriculumLearningIsDeepSpeedsLegacySection) {
+  const Config c = test::load(with_batch(R"("curriculum_learning": {"enabled": true, "curriculum_type": "seqlen",
+      "min_difficulty": 8, "max_difficulty": 64, "schedule_type": "fixed_root",
+      "schedule_config": {"total_curriculum_step": 100, "difficulty_step": 8, "root_degree": 2}})"));
+  EXPECT_TRUE(c.curriculum_learning.enabled);
+  EXPECT_EQ(c.curriculum_learning.curriculum_type, "seqlen");
+  EXPECT_EQ(c.curriculum_learning.schedule_type, CurriculumSchedule::FixedRoot);
+  EXPECT_EQ(c.curriculum_learning.total_curriculum_step, 100);
+  EXPECT_EQ(c.curriculum_learning.root_degree, 2.0);
+  EXPECT_TRUE(c.warnings.empty()) << "curriculum_learning is implemented";
+  const Config d = test::load(with_batch(R"("curriculum_learning": {"enabled": true, "curriculum_type": "seqlen",
+      "min_difficulty": 1, "max_difficulty": 5, "schedule_type": "fixed_discrete",
+      "schedule_config": {"difficulty": [1, 2, 5], "max_step": [2, 4]}})"));
+  EXPECT_EQ(d.curriculum_learning.difficulty, (std::vector<int64_t>{1, 2, 5}));
+  EXPECT_EQ(d.curriculum_learning.max_step, (std::vector<int64_t>{2, 4}));
+  // What DeepSpeed asserts (or fails on at the first forward) is an error naming the key.
+  const std::string on = R"("curriculum_learning": {"enabled": true, )";
+  EXPECT_CONFIG_ERROR(with_batch(on + R"("min_difficulty": 8, "max_difficulty": 64, "schedule_type": "fixed_linear"})"),
+                      "curriculum_learning.curriculum_type: is required when curriculum_learning is enabled");
+  EXPECT_CONFIG_ERROR(with_batch(on + R"("curriculum_type": "seqlen", "min_difficulty": 8, "max_difficulty": 64,
+      "schedule_type": "fixed_linear", "schedule_config": {"difficulty_step": 8}})"),
+                      "curriculum_learning.schedule_config.total_curriculum_step: is required by "
+                      "curriculum_learning.schedule_type \"fixed_linear\"");
+  EXPECT_CONFIG_ERROR(with_batch(on + R"("curriculum_type": "seqlen", "min_difficulty": 8, "max_difficulty": 64,
+      "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 10, "difficulty_step": 0}})"),
+                      "curriculum_learning.schedule_config.difficulty_step");
+  EXPECT_CONFIG_ERROR(with_batch(on + R"("curriculum_type": "seqlen", "min_difficulty": 1, "max_difficulty": 5,
+      "schedule_type": "fixed_discrete", "schedule_config": {"difficulty": [1, 5], "max_step": [2, 4]}})"),
+                      "2 difficulties for 2 max_step entries");
+  EXPECT_CONFIG_ERROR(with_batch(on + R"("curriculum_type": "seqlen", "min_difficulty": 1, "max_difficulty": 5,
+      "schedule_type": "fixed_cosine"})"),
+                      "curriculum_learning.schedule_type");
+  const Config odd = test::load(with_batch(on + R"("curriculum_type": "seqlen", "min_difficulty": 8, "max_difficulty": 64,
+      "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 10, "difficulty_step": 4},
+      "curriculum_typo": 1})"));
+  EXPECT_TRUE(test::has_warning(odd, "curriculum_learning.schedule_config.difficulty_step: 4 is not a multiple of 8"));
+  EXPECT_TRUE(test::has_warning(odd, "curriculum_learning.curriculum_typo: unknown key"));
+  // Off, the section's schedule keys are not required (DeepSpeed builds no scheduler).
+  EXPECT_FALSE(test::load(with_batch(R"("curriculum_learning": {"enabled": false, "schedule_type": "fixed_linear"})"))
+                   .curriculum_learning.enabled);
+}
+
+TEST(Validation, ProgressiveLayerDropHasDeepSpeedsDefaults) {
+  const Config d = test::load(with_batch(R"("progressive_layer_drop": {"enabled": true})"));
+  EXPECT_TRUE(d.progressive_layer_drop.enabled);
+  EXPECT_EQ(d.progressive_layer_drop.theta, 1.0);
+  EXPECT_EQ(d.progressive_layer_drop.gamma, 0.001);
+  EXPECT_TRUE(d.warnings.empty()) << "progressive_layer_drop is implemented";
+  const Config c = test::load(with_batch(R"("progressive_layer_drop": {"enabled": true, "theta": 0.5, "gamma": 0.01})"));
+  EXPECT_EQ(c.progressive_layer_drop.theta, 0.5);
+  EXPECT_EQ(c.progressive_layer_drop.gamma, 0.01);
+  EXPECT_CONFIG_ERROR(with_batch(R"("progressive_layer_drop": {"enabled": true, "theta": 0})"),
+                      "progressive_layer_drop.theta");
+  EXPECT_CONFIG_ERROR(with_batch(R"("progressive_layer_drop": {"enabled": true, "gamma": -1})"),
+                      "progressive_layer_drop.gamma");
+}
+
 TEST(Validation, UnknownKeyElsewhereIsOneWarningEach) {
   const Config c = test::load(with_batch(R"("train_batch_sise": 3, "fp16": {"enabeld": true}, "aio": {"x": 1})"));
   ASSERT_EQ(c.warnings.size(), 3u);

@@ -75,6 +75,32 @@ TEST(SftTrain, PipelineStagesMatchOneProcess) {
   }
 }
 
+// curriculum_learning (seqlen 32 for three steps, then the rows' 128): every per-token row of a packed
+// micro-batch (ids, targets, documents, positions) is cut alike, on two pipeline stages as in one
+// process; the first loss is not the uncut run's.
+TEST(SftTrain, CurriculumCutsPackedRowsAlikeOnPipelineStages) {
+  TempDir dir("sft_curriculum");
+  const std::string model = write_model(dir, tiny_llama());
+  const std::string base = R"("train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "betas": [0.9, 0.95], "weight_decay": 0.0}})";
+  const std::string plain = dir.file("plain.json"), curriculum = dir.file("curriculum.json");
+  write_text(plain, "{" + base + "}");
+  write_text(curriculum, "{" + base + R"(, "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen",
+    "min_difficulty": 32, "max_difficulty": 128, "schedule_type": "fixed_discrete",
+    "schedule_config": {"difficulty": [32, 128], "max_step": [3]}}})");
+  const std::string args = "--data " + source_path("examples/fine_tuning/train.jsonl") + " --max-seq-len 128 --pack --config ";
+  const auto uncut = run(sft_train(model, args + plain, 5));
+  const auto one = run(sft_train(model, args + curriculum, 5));
+  const auto pipe = run("DS_COMM_TIMEOUT_S=120 " + mpirun(2) + " " + sft_train(model, args + curriculum + " --pipeline-stages 2", 5));
+  for (const auto* r : {&uncut, &one, &pipe}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  const auto [first1, last1] = losses(one.output);
+  const auto [first2, last2] = losses(pipe.output);
+  EXPECT_NEAR(first2, first1, 2e-4) << one.output << pipe.output;
+  EXPECT_NEAR(last2, last1, 2e-4) << one.output << pipe.output;
+  EXPECT_GT(std::abs(first1 - losses(uncut.output).first), 1e-3) << "the first steps trained on 32 tokens\n"
+                                                                  << one.output << uncut.output;
+}
+
 // The sampler is addressed by step: 4 steps, saved, resumed to 8 read the batches 8 straight steps
 // read, so the last loss is the same.
 TEST(SftTrain, ResumeContinuesWithTheSameBatches) {

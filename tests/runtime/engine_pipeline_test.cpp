@@ -96,17 +96,7 @@ void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::O
   }
 
   // eval_batch: the trained pipe's mean loss on step 0's micro-batches is the reference model's.
-  auto check = partest::make_model("deep8");
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : check->named_parameters()) p.value().copy_(ref.params.at(p.key()));
-  }
-  double want_eval = 0;
-  for (int r = 0; r < dp; ++r)
-    for (int m = 0; m < partest::kGas; ++m) {
-      auto b = partest::batch_for(sampler, 0, m, r, dp);
-      want_eval += check->forward(b.inputs, b.targets).item<double>() / double(dp * partest::kGas);
-    }
+  const double want_eval = partest::reference_eval_loss("deep8", ref.params, dp);
   int micro = 0;
   const double eval = engine.eval_batch([&] {
     auto b = partest::batch_for(sampler, 0, micro++, d, dp);

@@ -146,6 +146,23 @@ inline Reference reference(const std::string& which, int dp, int steps = kSteps,
   return reference_loop(model, dp, steps, how.clip(), [&](int) { optimizer->step(); });
 }
 
+// The mean loss of step 0's micro-batches over the dp replicas, on model `which` holding `params`:
+// what a pipeline's eval_batch after training must report.
+inline double reference_eval_loss(const std::string& which, const std::map<std::string, torch::Tensor>& params, int dp) {
+  auto model = make_model(which);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters()) p.value().copy_(params.at(p.key()));
+  auto data = corpus();
+  models::BatchSampler sampler(data, kSeqLen, 7);
+  double loss = 0;
+  for (int r = 0; r < dp; ++r)
+    for (int m = 0; m < kGas; ++m) {
+      auto b = batch_for(sampler, 0, m, r, dp);
+      loss += model->forward(b.inputs, b.targets).item<double>() / double(dp * kGas);
+    }
+  return loss;
+}
+
 // Trains `engine` (on data-parallel rank d of dp) over the reference's global batches, checking each
 // step's loss against the reference's for that rank within `tolerance` (relative); `what` names the run.
 template <class Engine>
