@@ -5,6 +5,7 @@
 //   ./build/benchmarks/onebit                   # drives: mpirun -np 2 <self> --worker --type T
 //   ./build/benchmarks/onebit --world 4 --steps 300
 //   ./build/benchmarks/onebit --seed 1             # another initialisation and sample order
+//   ./build/benchmarks/onebit --lr 1e-3 --warmup 100  # the Adam family's lr, reached by DeepSpeed's WarmupLR
 //   ./build/benchmarks/onebit --exchange-elems 0   # skip timing the bare exchange (124M floats)
 //   ./build/benchmarks/onebit --slow-link 1gbit    # root: Adam vs 1-bit Adam on 2 test hosts over a 1 Gbit/s link
 //
@@ -49,6 +50,9 @@ namespace {
 struct Options {
   int world = 2;
   int steps = 300, freeze = 100;  // freeze_step / var_freeze_step
+  double lr = 5e-4;       // the Adam family's (at 1e-3 0/1 Adam's compressed gradients overshoot at world 2: docs/compression.md)
+  double lamb_lr = 1e-2;  // the LAMB family's: its step is lr x |w|, so it needs ~20x Adam's to train at all
+  int warmup = 0;  // WarmupLR steps (0: a constant lr)
   double beta2 = 0.99;            // every run's: the variance must be settled when it freezes (1 - 0.99^100 = 0.63)
   int64_t micro = 4, seq = 64, vocab = 256, embd = 64;
   std::string type = "Adam", corpus = "data/devils_dictionary.txt";
@@ -62,7 +66,8 @@ struct Result {
 };
 
 std::string optimizer_json(const Options& o) {
-  const std::string common = fmt::format(R"("lr": 1e-3, "weight_decay": 0.01, "betas": [0.9, {}])", o.beta2);
+  const std::string common = fmt::format(R"("lr": {}, "weight_decay": 0.01, "betas": [0.9, {}])",
+                                         o.type.find("Lamb") == std::string::npos ? o.lr : o.lamb_lr, o.beta2);
   if (o.type == "Adam" || o.type == "Lamb") return fmt::format(R"({{"type": "{}", "params": {{{}}}}})", o.type, common);
   if (o.type == "ZeroOneAdam")
     return fmt::format(R"({{"type": "ZeroOneAdam", "params": {{{}, "var_freeze_step": {}, "var_update_scaler": 16,
@@ -72,7 +77,9 @@ std::string optimizer_json(const Options& o) {
 
 Result run(const Options& o) {
   auto cfg = ds::load_config_text(fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": 1,
-      "gradient_clipping": 1.0, "optimizer": {}}})", o.micro, optimizer_json(o)), o.world, "<onebit bench>");
+      "gradient_clipping": 1.0, "optimizer": {}{}}})", o.micro, optimizer_json(o),
+      o.warmup ? fmt::format(R"(, "scheduler": {{"type": "WarmupLR", "params": {{"warmup_max_lr": {}, "warmup_num_steps": {}}}}})", o.lr, o.warmup) : std::string()),
+      o.world, "<onebit bench>");
   auto engine = ds::initialize(ds::bench::seeded_tiny_gpt2(o.seq, o.vocab, o.embd, 1234 + o.seed), std::move(cfg));
   auto data = ds::bench::corpus_or_filler(o.corpus);
   ds::models::BatchSampler sampler(data, o.seq, 7 + o.seed);
@@ -137,9 +144,9 @@ Result launch(Options o, const std::string& type, const std::string& self, int f
   if (freeze >= 0) o.freeze = freeze;
   const std::string prefix = o.launch_prefix.empty() ? ds::bench::mpirun_prefix(o.world) : o.launch_prefix;
   const std::string cmd = prefix + self +
-                          fmt::format(" --worker --world {} --type {} --steps {} --freeze {} --beta2 {} --micro {} --seq {} "
+                          fmt::format(" --worker --world {} --type {} --steps {} --freeze {} --lr {} --lamb-lr {} --warmup {} --beta2 {} --micro {} --seq {} "
                                       "--vocab {} --embd {} --corpus {} --seed {} 2>&1",
-                                      o.world, type, o.steps, o.freeze, o.beta2, o.micro, o.seq, o.vocab, o.embd,
+                                      o.world, type, o.steps, o.freeze, o.lr, o.lamb_lr, o.warmup, o.beta2, o.micro, o.seq, o.vocab, o.embd,
                                       o.corpus, o.seed);
   Result r;
   char name[64] = {0};
@@ -189,6 +196,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "another model initialisation and sample order")->capture_default_str();
   app.add_option("--freeze", o.freeze, "freeze_step (var_freeze_step for ZeroOneAdam)")->capture_default_str();
   app.add_option("--beta2", o.beta2, "every optimizer's beta2")->capture_default_str();
+  app.add_option("--lr", o.lr, "Adam, OneBitAdam and ZeroOneAdam's learning rate")->capture_default_str();
+  app.add_option("--lamb-lr", o.lamb_lr, "Lamb and OneBitLamb's learning rate")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "WarmupLR's warmup_num_steps (0: constant lr)")->capture_default_str();
   app.add_option("--micro", o.micro)->capture_default_str();
   app.add_option("--seq", o.seq)->capture_default_str();
   app.add_option("--corpus", o.corpus)->capture_default_str();
@@ -207,8 +217,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!slow_link_rate.empty()) return slow_link(o, slow_link_rate, argv[0]);
-  std::fprintf(stderr, "onebit: GPT-2 tiny, world %d, %d steps, freeze at %d, beta2 %g, micro-batch %lld x %lld tokens\n",
-               o.world, o.steps, o.freeze, o.beta2, (long long)o.micro, (long long)o.seq);
+  std::fprintf(stderr, "onebit: GPT-2 tiny, world %d, %d steps, freeze at %d, lr %g (Lamb %g)%s, beta2 %g, micro-batch %lld x %lld tokens\n",
+               o.world, o.steps, o.freeze, o.lr, o.lamb_lr, o.warmup ? fmt::format(" after {} WarmupLR steps", o.warmup).c_str() : "",
+               o.beta2, (long long)o.micro, (long long)o.seq);
   // The uncompressed counterparts: the same optimizer never leaving its warm-up (DeepSpeed's
   // uncorrected Adam / Lamb on all-reduced gradients throughout), so the ratio isolates compression;
   // DeepSpeed's fused Adam and Lamb are printed beside them.
