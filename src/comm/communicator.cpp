@@ -92,7 +92,7 @@ Work Communicator::all_reduce_async(ConstBuffer in, Buffer out, ReduceOp op, std
                std::to_string(out.count) + " (they must match)");
   DS_CHECK(in.data == out.data || !overlaps(in, out), CommError,
            "all_reduce: input and output overlap without being the same buffer (use the in-place form)");
-  return submit(Collective{OpKind::AllReduce, in, out, op, 0, 0}, tag);
+  return submit(Collective{OpKind::AllReduce, in, out, op, 0, 0, {}}, tag);
 }
 
 Work Communicator::reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op, std::string_view tag) {
@@ -109,7 +109,7 @@ Work Communicator::reduce_scatter_async(ConstBuffer in, Buffer out, ReduceOp op,
   DS_CHECK(!overlaps(in, out) || own.data == out.data, CommError,
            "reduce_scatter: output overlaps the input but is not its chunk " + std::to_string(rank()) +
                " (in place, the output must be exactly this rank's chunk)");
-  return submit(Collective{OpKind::ReduceScatter, in, out, op, 0, 0}, tag);
+  return submit(Collective{OpKind::ReduceScatter, in, out, op, 0, 0, {}}, tag);
 }
 
 Work Communicator::all_gather_async(ConstBuffer in, Buffer out, std::string_view tag) {
@@ -126,7 +126,7 @@ Work Communicator::all_gather_async(ConstBuffer in, Buffer out, std::string_view
   DS_CHECK(!overlaps(in, out) || own.data == in.data, CommError,
            "all_gather: input overlaps the output but is not its chunk " + std::to_string(rank()) +
                " (in place, the input must be exactly this rank's chunk of the output)");
-  return submit(Collective{OpKind::AllGather, in, out, ReduceOp::Sum, 0, 0}, tag);
+  return submit(Collective{OpKind::AllGather, in, out, ReduceOp::Sum, 0, 0, {}}, tag);
 }
 
 Work Communicator::broadcast_async(Buffer buf, int root, std::string_view tag) {
@@ -134,7 +134,7 @@ Work Communicator::broadcast_async(Buffer buf, int root, std::string_view tag) {
   DS_CHECK(root >= 0 && root < size(), CommError,
            "broadcast: root " + std::to_string(root) + " is not a rank of this communicator (world size " +
                std::to_string(size()) + ")");
-  return submit(Collective{OpKind::Broadcast, ConstBuffer(buf), buf, ReduceOp::Sum, root, 0}, tag);
+  return submit(Collective{OpKind::Broadcast, ConstBuffer(buf), buf, ReduceOp::Sum, root, 0, {}}, tag);
 }
 
 Work Communicator::reduce_async(Buffer buf, int root, ReduceOp op, std::string_view tag) {
@@ -142,7 +142,7 @@ Work Communicator::reduce_async(Buffer buf, int root, ReduceOp op, std::string_v
   DS_CHECK(root >= 0 && root < size(), CommError,
            "reduce: root " + std::to_string(root) + " is not a rank of this communicator (world size " +
                std::to_string(size()) + ")");
-  return submit(Collective{OpKind::Reduce, ConstBuffer(buf), buf, op, root, 0}, tag);
+  return submit(Collective{OpKind::Reduce, ConstBuffer(buf), buf, op, root, 0, {}}, tag);
 }
 
 Work Communicator::all_to_all_async(ConstBuffer in, Buffer out, std::string_view tag) {
@@ -156,11 +156,11 @@ Work Communicator::all_to_all_async(ConstBuffer in, Buffer out, std::string_view
                std::to_string(n));
   DS_CHECK(in.data == out.data || !overlaps(in, out), CommError,
            "all_to_all: input and output overlap without being the same buffer");
-  return submit(Collective{OpKind::AllToAll, in, out, ReduceOp::Sum, 0, 0}, tag);
+  return submit(Collective{OpKind::AllToAll, in, out, ReduceOp::Sum, 0, 0, {}}, tag);
 }
 
 Work Communicator::barrier_async(std::string_view tag) {
-  return submit(Collective{OpKind::Barrier, {}, {}, ReduceOp::Sum, 0, 0}, tag);
+  return submit(Collective{OpKind::Barrier, {}, {}, ReduceOp::Sum, 0, 0, {}}, tag);
 }
 
 void Communicator::all_reduce(Buffer buf, ReduceOp op, std::string_view tag) {

@@ -58,6 +58,9 @@ struct Config {
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   std::optional<DType> communication_data_type;  // None: see effective_communication_data_type()
+  // With sequence_parallel_size > 1 DeepSpeed's engine replaces communication_data_type with this
+  // (gradients of a sequence-parallel run reduce in fp32 by default); None (null): by mode.
+  std::optional<DType> seq_parallel_communication_data_type = DType::Fp32;
   bool wall_clock_breakdown = false;       // resolved: OR-ed with flops_profiler.enabled
   bool memory_breakdown = false;
   bool throughput_timer = true;  // timers.throughput.enabled: the RunningAvgSamplesPerSec line at steps_per_print
@@ -103,9 +106,12 @@ struct Config {
   std::string json_text = "{}";
   std::string origin = "<default>";  // file path or "<string>"
 
-  // DeepSpeed's engine.communication_data_type: the configured one, else fp16 / bf16 / fp32 by mode.
+  // DeepSpeed's engine.communication_data_type: the configured one, else fp16 / bf16 / fp32 by mode;
+  // under sequence parallelism seq_parallel_communication_data_type in its place.
   DType effective_communication_data_type() const {
-    if (communication_data_type) return *communication_data_type;
+    const auto& configured =
+        parallel_sizes.sequence_parallel_size > 1 ? seq_parallel_communication_data_type : communication_data_type;
+    if (configured) return *configured;
     if (fp16.enabled) return DType::Fp16;
     if (bf16.enabled) return DType::Bf16;
     return DType::Fp32;

@@ -31,6 +31,21 @@ void warn_no_effect_if_given(SectionReader& s, std::string_view key, const std::
 
 namespace {
 
+// DeepSpeed's get_communication_data_type: "fp16" / "bf16" / "fp32" in any case; null means "by mode"
+// (Config::effective_communication_data_type()); absent, the key's default (`out` on entry).
+void read_communication_dtype(SectionReader& top, std::string_view key, std::optional<DType>& out) {
+  const Json* v = top.take(key);
+  if ((v != nullptr && v->is_null()) || (v == nullptr && !out)) {
+    out.reset();
+    top.ctx().record(top.key_path(key), nullptr, v != nullptr ? Source::File : top.source_of(key));
+    return;
+  }
+  DType t = out.value_or(DType::Fp32);
+  top.read_enum(key, t, {{"fp16", DType::Fp16}, {"bf16", DType::Bf16}, {"fp32", DType::Fp32}},
+                /*case_insensitive=*/true);
+  out = t;
+}
+
 // The sizes that divide the world before the triple (DeepSpeedConfig's world_size): top-level
 // sequence_parallel_size, tensor_parallel.autotp_size (0 = off) and pipeline.stages ("auto" = 1;
 // deepspeed.cpp's stand-in for PipelineModule's num_stages).
@@ -276,18 +291,8 @@ void parse_top_scalars(SectionReader& top, Config& cfg) {
   }
   top.read("vocabulary_size", cfg.vocabulary_size, kPositive);
 
-  // DeepSpeed lower-cases the value and accepts exactly these three; null (the default) means
-  // "by mode", see Config::effective_communication_data_type().
-  const Json* comm = top.take("communication_data_type");
-  if (comm == nullptr || comm->is_null()) {
-    top.ctx().record("communication_data_type", nullptr,
-                     comm ? Source::File : top.source_of("communication_data_type"));
-  } else {
-    DType t = DType::Fp32;
-    top.read_enum("communication_data_type", t, {{"fp16", DType::Fp16}, {"bf16", DType::Bf16}, {"fp32", DType::Fp32}},
-                  /*case_insensitive=*/true);
-    cfg.communication_data_type = t;
-  }
+  read_communication_dtype(top, "communication_data_type", cfg.communication_data_type);
+  read_communication_dtype(top, "seq_parallel_communication_data_type", cfg.seq_parallel_communication_data_type);
   top.mark_known("allgather_size");  // read by parse_zero for the legacy boolean form only
   parse_newer_scalars(top);
 }
@@ -298,8 +303,7 @@ void parse_unsupported(SectionReader& top) {
   static constexpr const char* kUnsupported[] = {
       "compile", "compression_training",
       "data_efficiency", "datastates", "eigenvalue", "expert_parallel", "hybrid_engine", "nebula",
-      "quantize_training", "seq_parallel_communication_data_type",
-      "sparse_attention", "torch_autocast",
+      "quantize_training", "sparse_attention", "torch_autocast",
       "trackio", "use_data_before_expert_parallelism", "weight_quantization"};
   for (const char* key : kUnsupported) {
     const Json* v = top.take(key);

@@ -164,7 +164,7 @@ EngineParts build_engine_parts(torch::nn::Module& module, Config config, const E
     enable_ulysses(stage != nullptr ? stage->model() : module, p.topology->sequence());
   }
   build_states(p, module, o);
-  zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.topology->rank(), &p.data_parallel()};
+  zero::OptimizerInput opt{&c, p.zero, p.states.get(), {}, p.host.pinned, p.topology->rank(), &p.data_parallel(), {}};
   for (const auto& g : o.param_groups) opt.overrides.push_back({g.lr, g.weight_decay, g.exp_avg_mask});
   if (const auto* stage = dynamic_cast<const parallel::PipelineModule*>(&module))  // copies on other stages
     for (const auto& t : stage->tied())

@@ -15,6 +15,12 @@
 namespace ds::comm::test {
 namespace {
 
+CommsLoggerConfig enabled_config() {
+  CommsLoggerConfig c;
+  c.enabled = true;
+  return c;
+}
+
 TEST(CommsLogger, BandwidthIsDeepSpeedsCalcBwLog) {
   // 1 MB in 2 ms at world 4: 500,000 bytes/ms = 4 Gbit/s.
   const int64_t mb = 1000000;
@@ -55,7 +61,7 @@ TEST(CommsLogger, RecordsEachOperationAndMessageSizeOfRealCollectives) {
   const int n = c.size();
   CommsLogger& log = CommsLogger::global();
   log.reset();
-  log.configure({/*enabled=*/true});
+  log.configure(enabled_config());
   std::vector<float> x(1024, 1.0f), gathered(1024 * size_t(n));
   for (int i = 0; i < 3; ++i) c.all_reduce(Buffer(x.data(), 1024), ReduceOp::Sum, "grads");
   c.all_reduce(Buffer(x.data(), 256), ReduceOp::Sum, "grads");
@@ -103,7 +109,7 @@ TEST(CommsLogger, StragglerBreakdownSeparatesTheWaitFromTheOperation) {
   if (c.size() < 2) GTEST_SKIP() << "needs a rank to wait for";
   CommsLogger& log = CommsLogger::global();
   log.reset();
-  log.configure({/*enabled=*/true});
+  log.configure(enabled_config());
   std::vector<float> x(1024, 1.0f);
   c.barrier("start");
   log.reset();
@@ -131,9 +137,12 @@ TEST(CommsLogger, StragglerBreakdownSeparatesTheWaitFromTheOperation) {
     EXPECT_GT(wait_total, 90.0) << table;
     EXPECT_LT(op_total, wait_total) << table;
   }
-  if (c.rank() == 1) EXPECT_LT(wait_total, 30.0) << "the late rank waits for nobody\n" << table;
-  if (c.rank() == 0)
+  if (c.rank() == 1) {
+    EXPECT_LT(wait_total, 30.0) << "the late rank waits for nobody\n" << table;
+  }
+  if (c.rank() == 0) {
     EXPECT_NE(table.find("not run alike on every rank"), std::string::npos) << "rank 0's own row\n" << table;
+  }
   log.configure({});
   log.reset();
 }

@@ -52,6 +52,30 @@ TEST(Validation, CommunicationDataType) {
   const Config bf = test::load(with_batch(R"("bf16": {"enabled": true})"));
   EXPECT_FALSE(bf.communication_data_type.has_value());
   EXPECT_EQ(bf.effective_communication_data_type(), DType::Bf16);
+  EXPECT_EQ(test::value_of(bf, "seq_parallel_communication_data_type"), "\"fp32\"");
+}
+
+TEST(Validation, SeqParallelCommunicationDataTypeReplacesItUnderSequenceParallelism) {
+  // DeepSpeed's engine: with sequence_parallel_size > 1, communication_data_type := this key (default
+  // fp32; null = by mode); at size 1 it is read and has no effect.
+  const std::string bf16 = R"("bf16": {"enabled": true}, )";
+  EXPECT_EQ(test::load(with_batch(bf16 + R"("sequence_parallel_size": 2)"), 2).effective_communication_data_type(),
+            DType::Fp32);
+  EXPECT_EQ(test::load(with_batch(bf16 + R"("sequence_parallel_size": 2, "communication_data_type": "fp16")"), 2)
+                .effective_communication_data_type(),
+            DType::Fp32);
+  const Config sp = test::load(
+      with_batch(bf16 + R"("sequence_parallel_size": 2, "seq_parallel_communication_data_type": "FP16")"), 2);
+  EXPECT_EQ(sp.effective_communication_data_type(), DType::Fp16);
+  EXPECT_EQ(test::value_of(sp, "seq_parallel_communication_data_type"), "\"fp16\"");
+  EXPECT_EQ(test::load(with_batch(bf16 + R"("sequence_parallel_size": 2, "seq_parallel_communication_data_type": null)"), 2)
+                .effective_communication_data_type(),
+            DType::Bf16);
+  const Config no_sp = test::load(with_batch(bf16 + R"("seq_parallel_communication_data_type": "fp16")"));
+  EXPECT_EQ(no_sp.effective_communication_data_type(), DType::Bf16);
+  EXPECT_TRUE(no_sp.warnings.empty()) << no_sp.warnings.front();
+  EXPECT_EQ(test::load_error(with_batch(R"("seq_parallel_communication_data_type": "int8")")),
+            "seq_parallel_communication_data_type: expected one of \"fp16\", \"bf16\", \"fp32\" (any case), got \"int8\"");
 }
 
 TEST(Validation, CheckpointTagValidation) {

@@ -111,6 +111,36 @@ TEST(UlyssesPrecision, Bf16TracksTheFp32Loop) {
   partest::expect_bf16_tracks_fp32(1, 2);
 }
 
+TEST(UlyssesPrecision, GradientsReduceInSeqParallelCommunicationDataType) {
+  // DeepSpeed's engine puts seq_parallel_communication_data_type (default fp32) in place of
+  // communication_data_type under sequence parallelism: a bf16 run's gradient exchange moves fp32
+  // unless the key says bf16, and communication_data_type alone does not change it.
+  if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence-parallel group of 2 (mpirun -np 2 or 4)";
+  const int world = comm::launcher_world_size();
+  const auto data = partest::corpus();
+  const models::BatchSampler sampler(data, partest::kSeqLen, 7);
+  auto gradient_bytes = [&](const std::string& keys, torch::ScalarType expected) {
+    std::string cfg = partest::engine_config(2, 1, 2);
+    cfg.insert(1, R"("bf16": {"enabled": true}, )" + keys);
+    auto engine = initialize(partest::make_model("tiny"), load_config_text(cfg, world, "<sp communication dtype>"));
+    EXPECT_EQ(engine.dtypes().communication, expected) << keys;
+    for (int m = 0; m < partest::kGas; ++m) {
+      const auto b = partest::batch_for(sampler, 0, m, 0, 1);
+      engine.backward(engine.forward(b.inputs, b.targets));
+      engine.step();
+    }
+    int64_t bytes = 0;
+    for (const auto& t : engine.topology().data_parallel().collective_log().totals())
+      if (t.tag.ends_with("_gradients")) bytes += t.wire_bytes;
+    return bytes;
+  };
+  const int64_t fp32 = gradient_bytes("", torch::kFloat32);
+  EXPECT_GT(fp32, 0);
+  EXPECT_EQ(gradient_bytes(R"("communication_data_type": "bf16", )", torch::kFloat32), fp32);
+  EXPECT_EQ(2 * gradient_bytes(R"("seq_parallel_communication_data_type": "BF16", )", torch::kBFloat16), fp32);
+  gradient_bytes(R"("seq_parallel_communication_data_type": null, )", torch::kBFloat16);  // the training dtype
+}
+
 TEST(UlyssesPieces, AllToAllsAreInversesAndKeepTokenOrder) {
   if (!partest::world_is({2, 4})) GTEST_SKIP() << "needs a sequence group";
   const std::shared_ptr<comm::Communicator> held = comm::make_communicator(comm::Backend::Auto);
