@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     double gemm_gflops = 0, bound = 0;
   };
   std::vector<Row> rows;
-  for (const auto& dtype : o.dtypes) rows.push_back(Row{dtype});
+  for (const auto& dtype : o.dtypes) rows.emplace_back().dtype = dtype;
   // Alternating rounds, best of each side: the shared machine's slow spells hit both alike.
   const auto best = [](Run& kept, const Run& r) {
     if (r.tokens_per_s > kept.tokens_per_s) kept = r;

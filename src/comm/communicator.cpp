@@ -191,7 +191,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, std::strin
   DS_CHECK(color >= 0 || color == kNoGroup, CommError,
            "split: color " + std::to_string(color) + " is negative (use a color >= 0, or "
            "Communicator::kNoGroup (-1) for a rank that joins no group)");
-  Collective c{OpKind::Split, {}, {}, ReduceOp::Sum, 0, 0};
+  Collective c{OpKind::Split, {}, {}, ReduceOp::Sum, 0, 0, {}};
   c.seq = log_.begin(OpKind::Split, 0, ElemType::UInt8, ReduceOp::Sum, tag);
   return split_logged(c, color, key);
 }

@@ -52,8 +52,7 @@ bool Engine::is_gradient_accumulation_boundary() const {
 
 void Engine::before_forward(std::optional<int64_t> micro_batch) {
   const bool training = module_->is_training();
-  // DeepSpeed's forward: the curriculum moves to the coming step (training forwards only).
-  if (p_->curriculum && training) p_->curriculum->update_difficulty(n_.global_steps + 1);
+  if (training) advance_curriculum();  // DeepSpeed's forward (training forwards only)
   select_micro_batch(micro_batch.value_or(n_.micro_steps % config().gradient_accumulation_steps), training);
   p_->states->before_forward();
   p_->states->forward_started();
@@ -72,9 +71,14 @@ void Engine::select_micro_batch(int64_t micro_batch, bool training) {
 
 CurriculumScheduler* Engine::curriculum_scheduler() { return p_->curriculum.get(); }
 
+std::optional<int64_t> Engine::advance_curriculum() {
+  if (!p_->curriculum) return std::nullopt;
+  return p_->curriculum->update_difficulty(n_.global_steps + 1);
+}
+
 std::optional<int64_t> Engine::curriculum_seqlen() {
   if (!p_->curriculum || p_->curriculum->config().curriculum_type != "seqlen") return std::nullopt;
-  return p_->curriculum->update_difficulty(n_.global_steps + 1);
+  return advance_curriculum();
 }
 
 std::optional<double> Engine::get_pld_theta() const {

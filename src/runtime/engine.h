@@ -150,6 +150,9 @@ class Engine {
   // The micro-batch a pipeline's backward recomputes (activation checkpointing) belongs to.
   void select_micro_batch(int64_t micro_batch, bool training);
   void after_forward();
+  // The curriculum's difficulty moved to the coming step (global_steps + 1, as DeepSpeed's forward
+  // moves it); nullopt without a curriculum.
+  std::optional<int64_t> advance_curriculum();
   // fp16.auto_cast (DeepSpeed's _cast_inputs_half): the dtype ModelEngine::forward casts floating
   // tensor arguments to, the module's compute dtype (half where it computes in fp16, as in DeepSpeed;
   // fp32 where the engine computes an fp16 model in fp32); nullopt without it.

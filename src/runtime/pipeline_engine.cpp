@@ -73,12 +73,11 @@ double PipelineEngine::eval_batch(const PipeDataIterator& data) {
 }
 
 void PipelineEngine::follow_curriculum(bool train) {
-  CurriculumScheduler* curriculum = curriculum_scheduler();
-  if (curriculum == nullptr) return;
+  if (curriculum_scheduler() == nullptr) return;
   // The activations' shapes change with the difficulty (DeepSpeed's reset_activation_shape): every
   // stage decides alike from the step count, so both ends of each channel forget them together.
   // An evaluation batch may run at another length than training: it starts and ends afresh.
-  const int64_t difficulty = train ? curriculum->update_difficulty(global_steps() + 1) : -1;
+  const int64_t difficulty = train ? *advance_curriculum() : -1;
   if (difficulty != shapes_difficulty_) channels_->reset_shapes();
   shapes_difficulty_ = difficulty;
 }

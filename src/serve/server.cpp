@@ -56,6 +56,10 @@ struct CancelOnExit {
   ~CancelOnExit() { h.cancel(); }
 };
 
+}  // namespace
+
+// Outside the anonymous namespace: Server::Impl's lambdas hold them, and a member's closure may not
+// have a field of a type with internal linkage (GCC's -Wsubobject-linkage).
 // One choice of a streamed response.
 struct StreamChoice {
   ChoiceStream text;
@@ -76,8 +80,6 @@ struct StreamState {
   std::atomic<bool> slot_held{true};
   explicit StreamState(std::shared_ptr<RequestHandle> h) : handle(std::move(h)) {}
 };
-
-}  // namespace
 
 struct Server::Impl {
   ServerOptions opt;

@@ -101,7 +101,9 @@ TEST(Elasticity, TableMatchesDeepSpeed) {
     EXPECT_EQ(b.train_batch_size, r.batch);
     EXPECT_EQ(b.valid_world_sizes, r.valid);
     EXPECT_EQ(b.micro_batch_size, r.micro);
-    if (r.world > 0) EXPECT_EQ(b.train_batch_size, b.micro_batch_size * b.gradient_accumulation_steps * r.world);
+    if (r.world > 0) {
+      EXPECT_EQ(b.train_batch_size, b.micro_batch_size * b.gradient_accumulation_steps * r.world);
+    }
   }
   // Long lists: the batch, the count and the ends.
   struct Long {

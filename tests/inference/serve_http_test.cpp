@@ -136,7 +136,9 @@ class ServeHttp : public ::testing::Test {
                                                              "--max-body-bytes", "4096", "--step-delay-ms", "2"});
   }
   static void TearDownTestSuite() {
-    if (server_) EXPECT_EQ(server_->terminate(), 0);
+    if (server_) {
+      EXPECT_EQ(server_->terminate(), 0);
+    }
     server_.reset();
   }
   void SetUp() override { ASSERT_GT(server_->port(), 0) << "ds-serve did not start: " << server_->banner(); }
@@ -359,8 +361,12 @@ TEST_F(ServeHttp, BadInputsGetOpenAIErrors) {
     EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << c.name;
     EXPECT_TRUE(e["type"].is_string()) << c.name;
     EXPECT_TRUE(e.contains("param") && e.contains("code")) << c.name;
-    if (!c.param.empty()) EXPECT_EQ(e["param"], c.param) << c.name << ": " << h.body;
-    if (!c.code.empty()) EXPECT_EQ(e["code"], c.code) << c.name << ": " << h.body;
+    if (!c.param.empty()) {
+      EXPECT_EQ(e["param"], c.param) << c.name << ": " << h.body;
+    }
+    if (!c.code.empty()) {
+      EXPECT_EQ(e["code"], c.code) << c.name << ": " << h.body;
+    }
   }
   // Unknown fields are ignored, as OpenAI does.
   EXPECT_EQ(curl(server_->url("/v1/completions"), R"({"prompt":"Hi","max_tokens":2,"no_such_field":[1,{"a":2}]})").status,

@@ -78,8 +78,9 @@ TEST_P(TpInference, GreedyEqualsOneProcessOnEveryRank) {
     Pipeline split(tp_test_model(GetParam()), o);
     const auto got = split.generate(prompts, greedy_with_logprobs(12));
     expect_same_completions(got, want);
-    if (blocks == 14 && tp->rank() == 0)
+    if (blocks == 14 && tp->rank() == 0) {
       EXPECT_GT(split.engine().stats().preemptions, 0) << "the small pool was meant to force preemption";
+    }
     const auto again = split.generate({prompts[2], prompts[6]}, greedy_with_logprobs(12));
     expect_same_completions(again, {want[2], want[6]});
     EXPECT_EQ(split.engine().cache().allocator().num_used(), 0) << "KV blocks leaked";
@@ -102,7 +103,9 @@ TEST(TpInferenceShards, CacheAndProjectionsHoldThisRanksHeads) {
   EXPECT_EQ(split.cache().shape().num_blocks, whole.cache().shape().num_blocks);
   EXPECT_EQ(split.cache().bytes() * tp->size(), whole.cache().bytes());
   for (const auto& p : model->named_parameters())
-    if (p.key().ends_with("q_proj.weight")) EXPECT_EQ(p.value().size(0), 32 / tp->size()) << p.key();
+    if (p.key().ends_with("q_proj.weight")) {
+      EXPECT_EQ(p.value().size(0), 32 / tp->size()) << p.key();
+    }
   EXPECT_EQ(split.is_follower(), tp->rank() != 0);
 }
 

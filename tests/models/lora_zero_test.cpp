@@ -169,7 +169,9 @@ TEST_P(LoraZero, MatchesOneProcessAndSavesTheSameAdapter) {
   for (size_t i = 0; i < want.losses.size(); ++i)
     EXPECT_LE(std::abs(got.losses[i] - want.losses[i]), 1e-5 * std::abs(want.losses[i])) << "step " << i;
   for (const auto& [name, t] : got.adapters)  // trained: every B left its zero init
-    if (name.find("lora_B") != std::string::npos) EXPECT_GT(t.abs().max().item<double>(), 0.0) << name;
+    if (name.find("lora_B") != std::string::npos) {
+      EXPECT_GT(t.abs().max().item<double>(), 0.0) << name;
+    }
   expect_close(got.adapters, want.adapters, "adapter weights");
 
   // The frozen base is not in the optimizer: it holds exactly the adapters' elements.

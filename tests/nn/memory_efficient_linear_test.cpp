@@ -32,7 +32,9 @@ TEST(MemoryEfficientLinear, MatchesTorchLinearBitForBit) {
       EXPECT_TRUE(torch::equal(got.y, ref.y));
       EXPECT_TRUE(torch::equal(got.x, ref.x));
       EXPECT_TRUE(torch::equal(got.w, ref.w));
-      if (bias) EXPECT_TRUE(torch::equal(got.b, ref.b));
+      if (bias) {
+        EXPECT_TRUE(torch::equal(got.b, ref.b));
+      }
     }
 }
 

@@ -283,8 +283,10 @@ TEST(OneBitReference, OneBitLambKeptApartGetsTheSameUpdateWhateverItsNeighbours)
   const std::vector<std::vector<int64_t>> first{{kShared, 30}}, last{{50, kShared}, {20}};
   const std::vector<float> a = shared_after(*comm, first, 0, true, 1), b = shared_after(*comm, last, 1, true, 2);
   EXPECT_EQ(a, b) << "the copies of a parameter kept apart";
-  if (comm->size() > 1)  // joined, its exchange and scale depend on its neighbours (DeepSpeed's way)
+  if (comm->size() > 1) {
+    // joined, its exchange and scale depend on its neighbours (DeepSpeed's way)
     EXPECT_NE(shared_after(*comm, first, 0, false, 1), shared_after(*comm, last, 1, false, 2));
+  }
 }
 
 TEST(OneBitReference, OneBitAdamMatchesDeepSpeedsAlgorithm) { run_case(OptimizerType::OneBitAdam); }

@@ -79,8 +79,9 @@ void tp_expect_matches_reference(const std::string& which, int stage, int tp, in
     ds::test::LogCapture log;
     engine.save_16bit_model(out.string());
     // Stage 3 without gather_16bit_weights_on_model_save: DeepSpeed saves nothing; we save, and say so.
-    if (engine.rank() == 0)
+    if (engine.rank() == 0) {
       EXPECT_EQ(log.count("gather_16bit_weights_on_model_save is false"), stage == 3 ? 1 : 0) << log.text();
+    }
   }
   {
     format::SafetensorsFile f((out / "model.safetensors").string());

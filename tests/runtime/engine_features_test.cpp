@@ -66,7 +66,9 @@ TEST_P(CheckpointedStages, GiveTheSameLosses) {
   // gathers nothing more than the plain step does.
   EXPECT_EQ(gathered_per_layer, gathered_plain);
   EXPECT_EQ(gathered_two, gathered_plain);
-  if (GetParam() == 3 && comm::launcher_world_size() > 1) EXPECT_GT(gathered_plain, 0);
+  if (GetParam() == 3 && comm::launcher_world_size() > 1) {
+    EXPECT_GT(gathered_plain, 0);
+  }
   for (size_t i = 0; i < plain.size(); ++i) {
     // The recompute runs the same kernels on the same inputs: equal, not merely close.
     EXPECT_EQ(per_layer[i], plain[i]) << "step " << i;

@@ -46,8 +46,12 @@ void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::O
   auto engine = initialize_pipeline(
       model, load_config_text(pipe_config(stages, stage, tp, how, interval, sp), world, "<pipe test>"),
       model_options(model, method));
-  if (sp > 1) ASSERT_TRUE(model->sequence_parallel());
-  if (interval > 0) ASSERT_NE(engine.pipeline_module().stage_layers().runner(), nullptr);
+  if (sp > 1) {
+    ASSERT_TRUE(model->sequence_parallel());
+  }
+  if (interval > 0) {
+    ASSERT_NE(engine.pipeline_module().stage_layers().runner(), nullptr);
+  }
   ASSERT_EQ(engine.num_stages(), stages);
   ASSERT_EQ(engine.topology().data().size(), dp);
   const std::string what = fmt::format("pp {} tp {} sp {} dp {} stage {} ({}, checkpoint interval {})", stages, tp, sp,
@@ -61,7 +65,9 @@ void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::O
       auto b = partest::batch_for(sampler, step, micro++, d, dp);
       return PipeBatch{b.inputs, b.targets};
     });
-    if (engine.is_first_stage() || engine.is_last_stage()) EXPECT_EQ(micro, partest::kGas) << what;
+    if (engine.is_first_stage() || engine.is_last_stage()) {
+      EXPECT_EQ(micro, partest::kGas) << what;
+    }
     const double want = ref.losses[size_t(d)][size_t(step)];
     EXPECT_LE(std::abs(engine.last_loss() - want), 1e-5 * std::abs(want))
         << what << " step " << step << ": engine " << engine.last_loss() << " vs reference " << want;
@@ -104,8 +110,9 @@ void pipe_expect_matches_reference(int stages, int stage, int tp = 1, partest::O
   });
   EXPECT_LE(std::abs(eval - want_eval), 1e-5 * std::abs(want_eval)) << what << ": eval_batch";
   EXPECT_EQ(engine.global_steps(), partest::kSteps) << "eval_batch takes no step";
-  if (engine.is_first_stage() || engine.is_last_stage())
+  if (engine.is_first_stage() || engine.is_last_stage()) {
     EXPECT_TRUE(engine.pipeline_module().named_parameters().contains("transformer.wte.weight")) << what;
+  }
 }
 
 TEST(Pipeline, OneStageIsThePlainLoop) {

@@ -31,7 +31,9 @@ std::vector<bool> train(Ask ask, int* signal = nullptr) {
       engine.backward(engine.forward(b.inputs, b.targets));
       ask(engine, s, m);
       engine.step();
-      if (m == 0) EXPECT_EQ(engine.stop_requested(), s >= 2) << "a request takes effect only at a boundary";
+      if (m == 0) {
+        EXPECT_EQ(engine.stop_requested(), s >= 2) << "a request takes effect only at a boundary";
+      }
     }
     stopped.push_back(engine.stop_requested());
   }

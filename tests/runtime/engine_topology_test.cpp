@@ -68,7 +68,9 @@ TrainRun train(int stage, Given given) {
     forward = [e = e.get()](const torch::Tensor& x, const torch::Tensor& y) { return e->forward(x, y); };
     engine = std::move(e);
     EXPECT_EQ(&engine->communicator(), world.get()) << "the engine runs on the communicator it was given";
-    if (topology) EXPECT_EQ(&engine->topology(), topology.get()) << "and on the topology it was given";
+    if (topology) {
+      EXPECT_EQ(&engine->topology(), topology.get()) << "and on the topology it was given";
+    }
   }
   const int w = engine->world_size(), rank = engine->rank();
   TrainRun run;

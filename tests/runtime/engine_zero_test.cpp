@@ -164,7 +164,9 @@ TEST(ZeroRoundRobin, MatchesOneProcessAndLoadsWithoutIt) {
   const auto& rr = engine.flat_parameters().groups()[0].slots;
   const auto& plain = fresh.flat_parameters().groups()[0].slots;
   EXPECT_EQ(rr[1].name == plain[1].name, world == 1) << rr[1].name;
-  if (world > 1) EXPECT_EQ(rr[1].name, plain[world].name);  // the next parameter of subset 0
+  if (world > 1) {
+    EXPECT_EQ(rr[1].name, plain[world].name);  // the next parameter of subset 0
+  }
   const auto a = engine.model().parameters(), b = fresh.model().parameters();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
   // The next step from either is the same step (optimizer state came across by name too).
@@ -247,8 +249,9 @@ TEST(ZeroInfinity, CpuParameterOffloadSaysWhyPinMemoryPinsNothing) {
   auto got = engine_run(2, 2, zero(3, R"(, "offload_param": {"device": "cpu", "pin_memory": true})"));
   expect_matches(got, reference_run(2 * 2 * comm::launcher_world_size()));
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");  // info lines are rank 0's
-  if (rank == nullptr || std::string(rank) == "0")
+  if (rank == nullptr || std::string(rank) == "0") {
     EXPECT_EQ(log.count("zero_optimization.offload_param.pin_memory: no GPU on this machine"), 1) << log.text();
+  }
 }
 
 TEST(ZeroInfinity, ZeroPlusPlusWithParametersOnNvme) {

@@ -112,7 +112,9 @@ TEST(BlasCore, AnEmptyValueIsNeverKeptOrSet) {
     for (const char* core : cores)
       for (const char* env : {static_cast<const char*>(nullptr), ""}) {
         const auto r = decide_blas_core(cpu, openblas(core), env);
-        if (r.action == BlasCoreAction::kSet) EXPECT_FALSE(r.core.empty()) << cpu.describe() << " " << core;
+        if (r.action == BlasCoreAction::kSet) {
+          EXPECT_FALSE(r.core.empty()) << cpu.describe() << " " << core;
+        }
         EXPECT_FALSE(r.message.empty());
       }
 }

@@ -89,7 +89,14 @@ std::string Autotuner::metric_unit() const {
 
 Record Autotuner::run(const std::string& name, const std::string& space, const Json& config, int stage, int64_t micro,
                       int64_t gas, uint64_t need) {
-  Record r{name, space, config, stage, micro, gas, need};
+  Record r;
+  r.name = name;
+  r.space = space;
+  r.config = config;
+  r.stage = stage;
+  r.micro = micro;
+  r.gas = gas;
+  r.need_bytes = need;
   const fs::path dir = fs::absolute(fs::path(at_.results_dir) / name);
   fs::create_directories(dir);
   r.result_dir = dir.string();

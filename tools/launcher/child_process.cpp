@@ -36,8 +36,11 @@ void forward(int sig, siginfo_t* info, void*) {
   if (g_forward_all != 0 && sig == kGracefulStopSignal) sig = SIGTERM;
   // si_code <= 0 (SI_USER, SI_QUEUE, SI_TKILL): sent by a process; > 0: by the kernel (a tty).
   if (g_forward_all == 0 && info != nullptr && info->si_code > 0) return;
-  if (g_graceful_first_stop != 0 && (sig == SIGTERM || sig == SIGINT) && g_stops_forwarded++ == 0)
-    sig = kGracefulStopSignal;
+  if (g_graceful_first_stop != 0 && (sig == SIGTERM || sig == SIGINT)) {
+    const sig_atomic_t forwarded = g_stops_forwarded;  // volatile: one read, one write
+    g_stops_forwarded = forwarded + 1;
+    if (forwarded == 0) sig = kGracefulStopSignal;
+  }
   kill(g_child_pid, sig);
 }
 
